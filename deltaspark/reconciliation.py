@@ -1,0 +1,93 @@
+"""Action reconciliation ("Action Reconciliation") as DataFrame transforms.
+
+Files are keyed by `(canonical path, deletionVector.uniqueId)`; the newest reference to a key
+wins, and of the surviving `add`s at most one per path remains (the newest). `txn` is the newest
+per `appId`, `domainMetadata` the newest per domain with `removed` tombstones dropped.
+
+Two plans give the same answer:
+
+- `union` - checkpoint and tail rows are shuffled together by path and ranked with a window;
+  the general plan, right for a JSON-only log or a long tail.
+- `broadcast` - the checkpoint is already reconciled, so only the (small) tail is ranked; the
+  checkpoint rows are filtered with broadcast anti-joins against the tail's keys. A billion-row
+  checkpoint then streams through without a shuffle.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from .deletion_vectors import dv_unique_id
+from .paths import canonical_path
+
+KEY = ["path_key", "dv_id"]
+
+
+def file_action_rows(actions: DataFrame, table_root: str, extra: list[Column] | None = None) -> DataFrame:
+    """One row per add/remove: `version, is_add, path_key, dv_id, add, remove` (+ `extra`)."""
+    files = actions.where(F.col("add").isNotNull() | F.col("remove").isNotNull())
+    is_add = F.col("add").isNotNull()
+    path = F.when(is_add, F.col("add.path")).otherwise(F.col("remove.path"))
+    dv = F.when(is_add, F.col("add.deletionVector")).otherwise(F.col("remove.deletionVector"))
+    return files.select(
+        "version",
+        is_add.alias("is_add"),
+        canonical_path(path, table_root).alias("path_key"),
+        dv_unique_id(dv).alias("dv_id"),
+        "add",
+        "remove",
+        *(extra or []),
+    )
+
+
+def newest_per_file(rows: DataFrame) -> DataFrame:
+    """Keep the newest reference to each logical file, then at most one add per path.
+
+    Within one version a `remove` beats an `add` of the same key. A valid commit never holds
+    both; a log compaction file that was not fully reconciled can, and there the removal is the
+    later event (delta-rs resolves such files the same way).
+    """
+    by_key = Window.partitionBy(*KEY).orderBy(F.col("version").desc(), F.col("is_add").asc())
+    adds_by_path = Window.partitionBy("path_key", "is_add").orderBy(
+        F.col("version").desc(), F.col("dv_id").desc()
+    )
+    return (
+        rows.repartition("path_key")  # one shuffle serves both windows
+        .withColumn("_key_rank", F.row_number().over(by_key))
+        .where(F.col("_key_rank") == 1)
+        .withColumn("_path_rank", F.row_number().over(adds_by_path))
+        .where(~F.col("is_add") | (F.col("_path_rank") == 1))
+        .drop("_key_rank", "_path_rank")
+    )
+
+
+def reconcile_files(
+    checkpoint_rows: DataFrame | None, tail_rows: DataFrame | None, broadcast_tail: bool
+) -> DataFrame:
+    """The reconciled file actions (adds and removes) of a snapshot, one row per logical file."""
+    if checkpoint_rows is None and tail_rows is None:
+        raise ValueError("nothing to reconcile")
+    if checkpoint_rows is None:
+        return newest_per_file(tail_rows)  # type: ignore[arg-type]
+    if tail_rows is None:
+        return checkpoint_rows
+    if not broadcast_tail:
+        return newest_per_file(checkpoint_rows.unionByName(tail_rows))
+    tail = newest_per_file(tail_rows)
+    tail_keys = F.broadcast(tail.select(*KEY).distinct())
+    tail_add_paths = F.broadcast(tail.where("is_add").select("path_key").distinct())
+    checkpoint_adds = (
+        checkpoint_rows.where("is_add")
+        .join(tail_keys, KEY, "left_anti")
+        .join(tail_add_paths, "path_key", "left_anti")
+    )
+    checkpoint_removes = checkpoint_rows.where(~F.col("is_add")).join(tail_keys, KEY, "left_anti")
+    return checkpoint_adds.unionByName(checkpoint_removes).unionByName(tail)
+
+
+def newest_per(actions: DataFrame, column: str, key_field: str) -> DataFrame:
+    """The newest action of kind `column` per `key_field` (e.g. txn per appId)."""
+    rows = actions.where(F.col(column).isNotNull()).select("version", column)
+    window = Window.partitionBy(F.col(f"{column}.{key_field}")).orderBy(F.col("version").desc())
+    return rows.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank")

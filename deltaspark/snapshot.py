@@ -1,0 +1,422 @@
+"""A snapshot: the state of a Delta table at one version.
+
+Loading a snapshot runs one small Spark job over the log segment to find the newest `protocol`
+and `metaData` (and the checkpoint's sidecar list); the driver keeps only those. The state
+itself - files, tombstones, transactions, domains - is returned as lazy DataFrames built by
+`replay` and `reconciliation`, so it scales with the cluster, not the driver.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import time
+from functools import cached_property
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StructField, StructType
+
+from . import action_schemas as schemas
+from .column_mapping import column_mapping_mode
+from .commit_timestamps import InCommitTimestamps
+from .durations import DEFAULT_DELETED_FILE_RETENTION, parse_interval_ms
+from .errors import CorruptLogError, MissingActionError
+from .log_segment import LogSegment
+from .metadata import Metadata
+from .partition_values import partition_fields, typed_partition_values
+from .paths import absolute_path
+from .protocol import Protocol, check_readable
+from .reconciliation import file_action_rows, newest_per, reconcile_files
+from .replay import read_checkpoint_actions, read_json_actions, read_parquet_actions
+from .schema import drop_void_fields
+from .stats import conform_parsed_stats, parse_stats_json, stats_schema
+from .storage import Storage, join_path
+
+log = logging.getLogger(__name__)
+
+BROADCAST_TAIL_BYTES_CONF = "spark.deltaspark.replay.broadcastTailBytes"
+DEFAULT_BROADCAST_TAIL_BYTES = 128 * 1024 * 1024
+
+
+def _conf(spark: SparkSession, key: str, default: str) -> str:
+    try:
+        value = spark.conf.get(key, default)
+    except Exception:  # some Connect servers reject unknown keys with a default
+        value = default
+    return value if value is not None else default
+
+
+class Snapshot:
+    """The table at `version`. Obtain one from `DeltaTable.snapshot()`."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        storage: Storage,
+        table_root: str,
+        segment: LogSegment,
+        protocol: Protocol,
+        metadata: Metadata,
+        commit_info: dict[str, Any] | None,
+        sidecars: list[str],
+    ) -> None:
+        self._spark = spark
+        self._storage = storage
+        self.tableRoot = table_root
+        self.segment = segment
+        self.protocol = protocol
+        self.metadata = metadata
+        self.commitInfo = commit_info
+        self._sidecars = sidecars
+
+    # ---- small facts, held on the driver -------------------------------------------------------
+    @property
+    def version(self) -> int:
+        return self.segment.version
+
+    @cached_property
+    def schema(self) -> StructType:
+        """The table's logical schema (as in `metaData.schemaString`)."""
+        return self.metadata.schema(self.tableRoot)
+
+    @property
+    def partitionColumns(self) -> list[str]:
+        return list(self.metadata.partitionColumns)
+
+    @property
+    def tableFeatures(self) -> list[str]:
+        return self.protocol.tableFeatures
+
+    @property
+    def columnMappingMode(self) -> str:
+        return column_mapping_mode(self.protocol, self.metadata)
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        return dict(self.metadata.configuration)
+
+    @cached_property
+    def inCommitTimestamps(self) -> InCommitTimestamps:
+        return InCommitTimestamps.of(self.protocol, self.metadata)
+
+    @property
+    def timestampMs(self) -> int:
+        """The commit timestamp of this version, in ms since the epoch."""
+        if self.inCommitTimestamps.applies_to(self.version) and self.commitInfo:
+            ict = self.commitInfo.get("inCommitTimestamp")
+            if ict is not None:
+                return int(ict)
+        commit = self.segment.commit_at_version
+        if commit is not None:
+            return commit.modification_time
+        assert self.segment.checkpoint is not None
+        return self.segment.checkpoint.files[0].modification_time
+
+    @property
+    def timestamp(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.timestampMs / 1000, tz=dt.timezone.utc)
+
+    def __repr__(self) -> str:
+        return f"Snapshot(table={self.tableRoot!r}, version={self.version})"
+
+    # ---- reading the segment -------------------------------------------------------------------
+    @cached_property
+    def _data_fields(self) -> list[StructField]:
+        partitions = {c.lower() for c in self.metadata.partitionColumns}
+        return [f for f in drop_void_fields(self.schema).fields if f.name.lower() not in partitions]
+
+    @cached_property
+    def _stats_schemas(self) -> tuple[StructType, StructType]:
+        mode = self.columnMappingMode
+        return stats_schema(self._data_fields, mode, True), stats_schema(self._data_fields, mode, False)
+
+    @cached_property
+    def _checkpoint_stats_type(self) -> DataType | None:
+        """The type of `add.stats_parsed` as the checkpoint's writer wrote it, from a parquet footer."""
+        checkpoint = self.segment.checkpoint
+        if checkpoint is None:
+            return None
+        candidates = self._sidecars or [f.path for f in checkpoint.files if f.file_format == "parquet"]
+        if not candidates:
+            return None
+        written = self._spark.read.parquet(candidates[0]).schema
+        if "add" not in written.fieldNames():
+            return None
+        add_type = written["add"].dataType
+        if isinstance(add_type, StructType) and "stats_parsed" in add_type.fieldNames():
+            return add_type["stats_parsed"].dataType
+        return None
+
+    def _checkpoint_actions(self, kinds: list[str], include_sidecars: bool) -> DataFrame | None:
+        checkpoint = self.segment.checkpoint
+        if checkpoint is None:
+            return None
+        stats_type = self._checkpoint_stats_type if "add" in kinds else None
+        schema = schemas.action_schema(kinds)
+        if stats_type is not None:
+            schema = StructType(
+                [
+                    StructField(
+                        "add", StructType([*schemas.ADD.fields, StructField("stats_parsed", stats_type)])
+                    )
+                    if f.name == "add"
+                    else f
+                    for f in schema.fields
+                ]
+            )
+        frames = [read_checkpoint_actions(self._spark, checkpoint.files, kinds, checkpoint.version, schema)]
+        if include_sidecars and self._sidecars:
+            frames.append(read_parquet_actions(self._spark, self._sidecars, schema, checkpoint.version))
+        physical_stats = self._stats_schemas[0]
+        normalized = []
+        for frame in frames:
+            add_type = frame.schema["add"].dataType if "add" in frame.columns else None
+            has_parsed = isinstance(add_type, StructType) and "stats_parsed" in add_type.fieldNames()
+            columns: list[Column | str] = ["version", *[k for k in kinds if k != "add"]]
+            if "add" in kinds:
+                if has_parsed:
+                    columns.append(F.col("add").dropFields("stats_parsed").alias("add"))
+                    columns.append(
+                        conform_parsed_stats_physical(
+                            F.col("add.stats_parsed"), stats_type, physical_stats
+                        ).alias("checkpoint_stats")
+                    )
+                else:
+                    columns.append("add")
+                    columns.append(F.lit(None).cast(physical_stats).alias("checkpoint_stats"))
+            normalized.append(frame.select(*columns))
+        result = normalized[0]
+        for frame in normalized[1:]:
+            result = result.unionByName(frame)
+        return result
+
+    def _tail_actions(self, kinds: list[str]) -> DataFrame | None:
+        files = list(self.segment.tail_files)
+        if not files:
+            return None
+        return read_json_actions(self._spark, files, kinds)
+
+    def _use_broadcast(self) -> bool:
+        limit = int(_conf(self._spark, BROADCAST_TAIL_BYTES_CONF, str(DEFAULT_BROADCAST_TAIL_BYTES)))
+        return self.segment.tail_bytes <= limit
+
+    def _reconciled_file_rows(self) -> DataFrame:
+        """Every live logical file (`is_add`) and tombstone (`not is_add`), unexpired or not."""
+        physical_stats = self._stats_schemas[0]
+        checkpoint = self._checkpoint_actions(["add", "remove"], include_sidecars=True)
+        tail = self._tail_actions(["add", "remove"])
+        checkpoint_rows = (
+            file_action_rows(checkpoint, self.tableRoot, [F.col("checkpoint_stats")])
+            if checkpoint is not None
+            else None
+        )
+        tail_rows = (
+            file_action_rows(
+                tail, self.tableRoot, [F.lit(None).cast(physical_stats).alias("checkpoint_stats")]
+            )
+            if tail is not None
+            else None
+        )
+        broadcast = self._use_broadcast()
+        log.info(
+            "Replaying version %d: checkpoint %s, %d JSON files (%d bytes) on top, %s plan",
+            self.version,
+            self.segment.checkpoint.version if self.segment.checkpoint else None,
+            len(self.segment.tail_files),
+            self.segment.tail_bytes,
+            "broadcast" if broadcast and checkpoint_rows is not None and tail_rows is not None else "union",
+        )
+        return reconcile_files(checkpoint_rows, tail_rows, broadcast)
+
+    # ---- the state, as DataFrames ----------------------------------------------------------------
+    def files(self) -> DataFrame:
+        """One row per live logical file (`add` action after reconciliation).
+
+        Columns: the `add` fields, plus `partitionValues_parsed` (typed, logical names) and
+        `stats_parsed` (numRecords/minValues/maxValues/nullCount/tightBounds, logical names).
+        """
+        physical_stats, logical_stats = self._stats_schemas
+        mode = self.columnMappingMode
+        fields = partition_fields(drop_void_fields(self.schema), self.metadata.partitionColumns)
+        rows = self._reconciled_file_rows().where("is_add")
+        stats_json = F.coalesce(F.col("add.stats"), F.to_json("checkpoint_stats"))
+        parsed = F.coalesce(
+            F.col("checkpoint_stats").cast(logical_stats),
+            parse_stats_json(F.col("add.stats"), physical_stats, logical_stats),
+        )
+        ordered = []
+        for name in schemas.ADD.fieldNames():
+            ordered.append(stats_json.alias("stats") if name == "stats" else F.col(f"add.{name}").alias(name))
+        return rows.select(
+            *ordered,
+            typed_partition_values(F.col("add.partitionValues"), fields, mode).alias(
+                "partitionValues_parsed"
+            ),
+            parsed.alias("stats_parsed"),
+        )
+
+    def tombstones(self, includeExpired: bool = False) -> DataFrame:
+        """Reconciled `remove` actions that have not expired (per `delta.deletedFileRetentionDuration`)."""
+        rows = self._reconciled_file_rows().where(~F.col("is_add"))
+        removes = rows.select(*[F.col(f"remove.{name}").alias(name) for name in schemas.REMOVE.fieldNames()])
+        if includeExpired:
+            return removes
+        cutoff = self.tombstoneRetentionCutoffMs()
+        return removes.where(F.coalesce(F.col("deletionTimestamp"), F.lit(0)) > F.lit(cutoff))
+
+    def tombstoneRetentionCutoffMs(self, now_ms: int | None = None) -> int:
+        retention = self.metadata.configuration.get(
+            "delta.deletedFileRetentionDuration", DEFAULT_DELETED_FILE_RETENTION
+        )
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return now - parse_interval_ms(retention)
+
+    def _small_actions(self, kind: str) -> DataFrame:
+        frames = [
+            f for f in (self._checkpoint_actions([kind], False), self._tail_actions([kind])) if f is not None
+        ]
+        result = frames[0].select("version", kind)
+        for frame in frames[1:]:
+            result = result.unionByName(frame.select("version", kind))
+        return result
+
+    def transactions(self) -> DataFrame:
+        """The newest `txn` per `appId` (application transaction identifiers), minus those expired
+        by `delta.setTransactionRetentionDuration` when it is set."""
+        txns = newest_per(self._small_actions("txn"), "txn", "appId").select("txn.*")
+        retention = self.metadata.configuration.get("delta.setTransactionRetentionDuration")
+        if retention:
+            cutoff = int(time.time() * 1000) - parse_interval_ms(retention)
+            txns = txns.where(F.col("lastUpdated").isNotNull() & (F.col("lastUpdated") > F.lit(cutoff)))
+        return txns
+
+    def domainMetadata(self) -> DataFrame:
+        """The newest `domainMetadata` per domain, without removed domains."""
+        domains = newest_per(self._small_actions("domainMetadata"), "domainMetadata", "domain")
+        return domains.select("domainMetadata.*").where(~F.coalesce(F.col("removed"), F.lit(False)))
+
+    @cached_property
+    def rowIdHighWaterMark(self) -> int | None:
+        """Highest assigned row id: the `delta.rowTracking` domain, or the draft-era
+        `rowIdHighWaterMark` action in older tables."""
+        marks = []
+        for row in self.domainMetadata().where(F.col("domain") == "delta.rowTracking").collect():
+            try:
+                value = json.loads(row["configuration"] or "{}").get("rowIdHighWaterMark")
+            except ValueError:
+                value = None
+            if value is not None:
+                marks.append(int(value))
+        legacy = self._small_actions("rowIdHighWaterMark").agg(
+            F.max_by("rowIdHighWaterMark.highWaterMark", "version").alias("mark")
+        )
+        row = legacy.first()
+        if row is not None and row["mark"] is not None:
+            marks.append(int(row["mark"]))
+        return max(marks) if marks else None
+
+    def summary(self) -> dict[str, int]:
+        """Number of live files and their total size, in one job."""
+        row = self.files().agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes")).first()
+        return {"numFiles": int(row["n"] or 0), "sizeInBytes": int(row["bytes"] or 0)} if row else {}
+
+
+def conform_parsed_stats_physical(column: Column, written: DataType | None, physical: StructType) -> Column:
+    """`stats_parsed` as written, realigned to this table's physical stats struct."""
+    if written is None:
+        return F.lit(None).cast(physical)
+    return conform_parsed_stats(column, written, physical, physical)
+
+
+# ---- loading ----------------------------------------------------------------------------------
+
+
+def _read_protocol_and_metadata(spark: SparkSession, segment: LogSegment) -> Any:
+    """One job: newest protocol and metaData, the snapshot version's commitInfo, the sidecars."""
+    frames: list[DataFrame] = []
+    checkpoint = segment.checkpoint
+    if checkpoint is not None:
+        kinds = ["protocol", "metaData", "sidecar"]
+        frame = read_checkpoint_actions(spark, checkpoint.files, kinds, checkpoint.version)
+        frames.append(
+            frame.select(
+                "version", "protocol", "metaData", F.lit(None).cast("string").alias("commitInfo"), "sidecar"
+            )
+        )
+    json_files = list(segment.tail_files)
+    if segment.commit_at_version is not None and segment.commit_at_version not in json_files:
+        json_files.append(segment.commit_at_version)
+    if json_files:
+        frame = read_json_actions(spark, json_files, ["protocol", "metaData", "commitInfo"])
+        frames.append(
+            frame.select(
+                "version",
+                "protocol",
+                "metaData",
+                F.when(F.col("version") == segment.version, F.col("commitInfo")).alias("commitInfo"),
+                F.lit(None).cast(schemas.SIDECAR).alias("sidecar"),
+            )
+        )
+    actions = frames[0]
+    for frame in frames[1:]:
+        actions = actions.unionByName(frame)
+
+    def newest(column: str) -> Column:
+        return F.max_by(column, F.when(F.col(column).isNotNull(), F.col("version"))).alias(column)
+
+    return actions.agg(
+        newest("protocol"),
+        newest("metaData"),
+        newest("commitInfo"),
+        F.collect_list("sidecar").alias("sidecars"),
+    ).first()
+
+
+def load_snapshot(spark: SparkSession, storage: Storage, segment: LogSegment, table_root: str) -> Snapshot:
+    try:
+        row = _read_protocol_and_metadata(spark, segment)
+    except Exception as exc:
+        message = str(exc)
+        if "deltaspark: corrupt Delta log file" in message:
+            start = message.index("deltaspark: corrupt Delta log file")
+            detail = message[start:].split("\n")[0]
+            path = detail[len("deltaspark: corrupt Delta log file ") :].split(": cannot parse", 1)[0]
+            raise CorruptLogError(path, "a line is not a valid JSON action") from exc
+        if "not a Parquet file" in message or "Could not read footer" in message:
+            files = ", ".join(f.path for f in (segment.checkpoint.files if segment.checkpoint else ()))
+            raise CorruptLogError(files, "checkpoint is not a readable parquet file") from exc
+        raise
+    if row is None or row["protocol"] is None:
+        raise MissingActionError(segment.table_path, segment.version, "protocol")
+    if row["metaData"] is None:
+        raise MissingActionError(segment.table_path, segment.version, "metaData")
+    protocol = Protocol.from_row(row["protocol"])
+    check_readable(protocol, segment.table_path)
+    metadata = Metadata.from_row(row["metaData"])
+    commit_info = None
+    if row["commitInfo"]:
+        try:
+            commit_info = json.loads(row["commitInfo"])
+        except ValueError:
+            commit_info = None
+    log_dir = join_path(table_root, "_delta_log")
+    sidecars = [absolute_path(s["path"], join_path(log_dir, "_sidecars")) for s in row["sidecars"] or []]
+    for sidecar in sidecars:
+        if not storage.exists(sidecar):
+            assert segment.checkpoint is not None
+            raise CorruptLogError(
+                sidecar, f"sidecar referenced by checkpoint {segment.checkpoint.files[0].name} does not exist"
+            )
+    snapshot = Snapshot(spark, storage, table_root, segment, protocol, metadata, commit_info, sidecars)
+    log.info(
+        "Loaded %s: protocol (%d, %d), %d partition column(s), %d sidecar(s)",
+        snapshot,
+        protocol.minReaderVersion,
+        protocol.minWriterVersion,
+        len(metadata.partitionColumns),
+        len(sidecars),
+    )
+    return snapshot

@@ -1,0 +1,46 @@
+"""What differs between Spark versions and between classic and Spark Connect sessions.
+
+deltaspark runs on Spark 3.5 and 4.x, classic (py4j) or Connect (no JVM on the client). Every
+place that depends on that difference goes through this module.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """True for a Spark Connect session, where there is no py4j gateway to the JVM."""
+    try:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    except ImportError:  # pyspark without the connect extra
+        return False
+    return isinstance(spark, ConnectSession)
+
+
+@lru_cache(maxsize=8)
+def _major_minor(version: str) -> tuple[int, int]:
+    major, minor, *_ = (int("".join(ch for ch in part if ch.isdigit()) or 0) for part in version.split("."))
+    return major, minor
+
+
+def spark_version(spark: SparkSession) -> tuple[int, int]:
+    return _major_minor(spark.version)
+
+
+def try_cast(column: Column, data_type: DataType) -> Column:
+    """A cast that yields null instead of failing (Spark 4 runs in ANSI mode by default)."""
+    if hasattr(column, "try_cast"):
+        return column.try_cast(data_type)
+    return column.cast(data_type)  # Spark 3.5: non-ANSI by default, casts already yield null
+
+
+def url_decode(column: Column) -> Column:
+    """RFC 2396 decoding of a path: `%XX` escapes only (a literal `+` stays a `+`)."""
+    protected = F.regexp_replace(column, r"\+", "%2B")
+    decoder = getattr(F, "try_url_decode", None) or F.url_decode
+    return decoder(protected)

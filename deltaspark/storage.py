@@ -1,0 +1,175 @@
+"""Listing `_delta_log` and reading its small files through Spark's Hadoop FileSystem.
+
+Both implementations go through Hadoop's FileSystem, so every store Spark can read (HDFS, S3A,
+ABFS, GCS, local) works with the cluster's own configuration and credentials:
+
+- `HadoopStorage` calls the FileSystem API over py4j (classic sessions);
+- `DataFrameStorage` uses the DataFrame API only (Spark Connect, where the JVM is out of reach):
+  a `binaryFile` scan lists a directory, a `text` scan reads a small file.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from .spark_compat import is_connect
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    path: str  # fully qualified, as the FileSystem reports it
+    name: str
+    size: int
+    modification_time: int  # milliseconds since the epoch
+
+
+def join_path(parent: str, child: str) -> str:
+    return parent.rstrip("/") + "/" + child
+
+
+def parent_of(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[0]
+
+
+def name_of(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+class Storage(ABC):
+    """The few file operations the log reader needs; everything bigger is a Spark scan."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    @abstractmethod
+    def qualify(self, path: str) -> str:
+        """The fully qualified form of a path (scheme and authority added)."""
+
+    @abstractmethod
+    def list_dir(self, path: str, name_glob: str | None = None) -> list[FileStatus] | None:
+        """Files directly in a directory (optionally only names matching a Hadoop glob);
+        `None` when the directory does not exist."""
+
+    @abstractmethod
+    def read_text(self, path: str) -> str | None:
+        """A small file's content as UTF-8; `None` when it does not exist."""
+
+    @abstractmethod
+    def exists(self, path: str) -> bool: ...
+
+
+class HadoopStorage(Storage):
+    def __init__(self, spark: SparkSession) -> None:
+        super().__init__(spark)
+        self._jvm = spark._jvm  # type: ignore[attr-defined]
+        # The session's Hadoop conf includes `spark.hadoop.*` settings made on this session.
+        self._conf = spark._jsparkSession.sessionState().newHadoopConf()  # type: ignore[attr-defined]
+
+    def _fs_and_path(self, path: str):  # noqa: ANN202 - py4j objects
+        jpath = self._jvm.org.apache.hadoop.fs.Path(path)
+        fs = jpath.getFileSystem(self._conf)
+        if str(fs.getScheme()) == "file":
+            # Bypass Hadoop's client-side .crc files on local disks (see replay._STRICT).
+            fs = fs.getRawFileSystem()
+        return fs, jpath
+
+    def qualify(self, path: str) -> str:
+        fs, jpath = self._fs_and_path(path)
+        return str(fs.makeQualified(jpath).toString())
+
+    def exists(self, path: str) -> bool:
+        fs, jpath = self._fs_and_path(path)
+        return bool(fs.exists(jpath))
+
+    def list_dir(self, path: str, name_glob: str | None = None) -> list[FileStatus] | None:
+        fs, jpath = self._fs_and_path(path)
+        if not fs.exists(jpath):
+            return None
+        if name_glob:
+            statuses = fs.globStatus(self._jvm.org.apache.hadoop.fs.Path(jpath, name_glob)) or []
+        else:
+            statuses = fs.listStatus(jpath)
+        out = []
+        for status in statuses:
+            if status.isDirectory():
+                continue
+            file_path = status.getPath()
+            out.append(
+                FileStatus(
+                    path=str(file_path.toString()),
+                    name=str(file_path.getName()),
+                    size=int(status.getLen()),
+                    modification_time=int(status.getModificationTime()),
+                )
+            )
+        return out
+
+    def read_text(self, path: str) -> str | None:
+        fs, jpath = self._fs_and_path(path)
+        if not fs.exists(jpath):
+            return None
+        stream = fs.open(jpath)
+        try:
+            return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+
+
+def _is_missing_path_error(exc: Exception) -> bool:
+    text = str(exc)
+    return "PATH_NOT_FOUND" in text or "Path does not exist" in text or "FileNotFound" in text
+
+
+class DataFrameStorage(Storage):
+    """Hadoop FileSystem access expressed as DataFrame scans, for Spark Connect sessions."""
+
+    def qualify(self, path: str) -> str:
+        # Without the JVM there is no FileSystem to ask; the log reader prefers the qualified
+        # paths a listing reports and only falls back to this for a path with no scheme.
+        if ":" in path.split("/", 1)[0]:
+            return path
+        return "file:" + path if path.startswith("/") else path
+
+    def _scan(self, path: str, name_glob: str | None) -> list[FileStatus] | None:
+        reader = self.spark.read.format("binaryFile")
+        if name_glob:
+            reader = reader.option("pathGlobFilter", name_glob)
+        try:
+            rows = (
+                reader.load(path)
+                .select("path", "length", F.unix_millis("modificationTime").alias("mtime"))
+                .collect()
+            )
+        except Exception as exc:  # AnalysisException over Connect: match by message
+            if _is_missing_path_error(exc):
+                return None
+            raise
+        return [FileStatus(r["path"], name_of(r["path"]), int(r["length"]), int(r["mtime"])) for r in rows]
+
+    def exists(self, path: str) -> bool:
+        return self._scan(path, None) is not None
+
+    def list_dir(self, path: str, name_glob: str | None = None) -> list[FileStatus] | None:
+        statuses = self._scan(path, name_glob)
+        if statuses is None or not statuses:
+            return statuses
+        # binaryFile also lists non-hidden subdirectories; keep the files directly in `path`
+        depth = min(s.path.count("/") for s in statuses)
+        return [s for s in statuses if s.path.count("/") == depth]
+
+    def read_text(self, path: str) -> str | None:
+        try:
+            rows = self.spark.read.text(path, wholetext=True).collect()
+        except Exception as exc:
+            if _is_missing_path_error(exc):
+                return None
+            raise
+        return "".join(r[0] for r in rows)
+
+
+def storage_for(spark: SparkSession) -> Storage:
+    return DataFrameStorage(spark) if is_connect(spark) else HadoopStorage(spark)

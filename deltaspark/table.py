@@ -1,0 +1,92 @@
+"""`DeltaTable`: the entry point users import, named after delta-spark's Python API."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from pyspark.sql import DataFrame, SparkSession
+
+from .commit_timestamps import to_epoch_ms, version_at_timestamp
+from .errors import InvalidArgumentError, TableNotFoundError
+from .history import history_frame
+from .log_files import LogFile, LogFileKind
+from .log_listing import list_log_files, log_dir_of, plan_segment, table_root_from
+from .snapshot import Snapshot, _conf, load_snapshot
+from .storage import Storage, storage_for
+
+log = logging.getLogger(__name__)
+
+USE_COMPACTIONS_CONF = "spark.deltaspark.replay.useLogCompaction"
+
+TimestampLike = str | dt.datetime | dt.date | int
+
+
+class DeltaTable:
+    """A Delta table at a path. Every method reads the log as it is when called."""
+
+    def __init__(self, spark: SparkSession, path: str, storage: Storage | None = None) -> None:
+        self._spark = spark
+        self._path = path.rstrip("/") or "/"
+        self._storage = storage or storage_for(spark)
+
+    @classmethod
+    def forPath(cls, spark: SparkSession, path: str) -> DeltaTable:
+        """The Delta table at `path`; raises `TableNotFoundError` if there is none."""
+        table = cls(spark, path)
+        listing = list_log_files(table._storage, log_dir_of(table._path))
+        if listing is None:
+            raise TableNotFoundError(path)
+        if not any(f.kind is LogFileKind.COMMIT or f.is_checkpoint for f in listing):
+            raise TableNotFoundError(path, "no commit or checkpoint files in _delta_log")
+        return table
+
+    @classmethod
+    def isDeltaTable(cls, spark: SparkSession, path: str) -> bool:
+        try:
+            cls.forPath(spark, path)
+        except TableNotFoundError:
+            return False
+        return True
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"DeltaTable({self._path!r})"
+
+    def _use_compactions(self) -> bool:
+        return _conf(self._spark, USE_COMPACTIONS_CONF, "true").lower() == "true"
+
+    def snapshot(self, version: int | None = None, timestamp: TimestampLike | None = None) -> Snapshot:
+        """The table at the latest version, at `version`, or as of `timestamp`."""
+        if version is not None and timestamp is not None:
+            raise InvalidArgumentError("Give a version or a timestamp, not both")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+            raise InvalidArgumentError(f"version must be an integer, got {version!r}")
+        listing = None
+        if timestamp is not None:
+            listing = list_log_files(self._storage, log_dir_of(self._path))
+            if listing is None:
+                raise TableNotFoundError(self._path)
+            latest = self._load(None, listing)
+            wanted = to_epoch_ms(self._spark, timestamp)
+            version = version_at_timestamp(self._spark, listing, latest.inCommitTimestamps, wanted)
+            log.info("Timestamp %s resolves to version %d", timestamp, version)
+        return self._load(version, listing)
+
+    def _load(self, version: int | None, listing: list[LogFile] | None) -> Snapshot:
+        segment = plan_segment(
+            self._storage, self._path, version, use_compactions=self._use_compactions(), listing=listing
+        )
+        root = table_root_from(list(segment.listing), self._storage, self._path)
+        return load_snapshot(self._spark, self._storage, segment, root)
+
+    def history(self, limit: int | None = None) -> DataFrame:
+        """`commitInfo` of every commit in the log, newest first (like DESCRIBE HISTORY)."""
+        listing = list_log_files(self._storage, log_dir_of(self._path))
+        if listing is None:
+            raise TableNotFoundError(self._path)
+        latest = self._load(None, listing)
+        return history_frame(self._spark, listing, latest.inCommitTimestamps, limit)

@@ -1,0 +1,125 @@
+"""Every table in the shared conformance folder, checked against independent readers.
+
+Each table's version, protocol, metadata, live file set and transactions must equal a plain-Python
+reference replay (tests/reference_replay.py); where delta-rs (`deltalake`) loads the table, its
+version, protocol and file set must agree too. Tables deltaspark must refuse are listed with the
+error they must raise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+from deltaspark import DeltaTable, TableNotFoundError, UnsupportedFeatureError
+from tests.conftest import conformance_root
+from tests.reference_replay import dv_id, replay
+
+# Tables that must be refused, with the exception and the words its message must name.
+REFUSED = {
+    "catalog-owned-preview": (UnsupportedFeatureError, "catalogManaged"),
+    "table-with-geo": (UnsupportedFeatureError, "geospatial"),
+    "crc-malformed": (TableNotFoundError, "no commit or checkpoint"),
+}
+
+
+def _tables() -> list[str]:
+    root = conformance_root()
+    if root is None:
+        return []
+    found = []
+    for entry in sorted(os.listdir(root)):
+        path = root / entry
+        if (path / "_delta_log").is_dir():
+            found.append(entry)
+        elif path.is_dir():
+            found += [f"{entry}/{sub}" for sub in sorted(os.listdir(path)) if (path / sub / "_delta_log").is_dir()]
+    return found
+
+
+TABLES = _tables()
+
+
+def test_conformance_folder_is_present_and_complete(conformance):
+    assert len(TABLES) >= 60, f"expected the full conformance set under {conformance}, found {len(TABLES)}"
+    assert set(REFUSED) <= set(TABLES)
+
+
+def _absolute(root: Path, path: str) -> str:
+    """An absolute local path for a decoded path that is relative, `/abs` or `file:` form."""
+    if path.startswith("file:"):
+        return "/" + path[len("file:") :].lstrip("/")
+    return str(root / path) if not path.startswith("/") else path
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_table_agrees_with_independent_readers(spark, conformance, name):
+    table_dir = conformance / name
+    if name in REFUSED:
+        error, words = REFUSED[name]
+        with pytest.raises(error, match=words):
+            DeltaTable.forPath(spark, str(table_dir)).snapshot()
+        return
+
+    snap = DeltaTable.forPath(spark, str(table_dir)).snapshot()
+    ref = replay(str(table_dir))
+
+    assert snap.version == ref.version
+    assert snap.protocol.asDict() == {k: v for k, v in ref.protocol.items() if v is not None}
+    assert snap.metadata.id == ref.metadata["id"]
+    assert snap.metadata.schemaString == ref.metadata["schemaString"]
+    assert list(snap.metadata.partitionColumns) == list(ref.metadata.get("partitionColumns") or [])
+    assert snap.metadata.configuration == {
+        k: v for k, v in (ref.metadata.get("configuration") or {}).items() if v is not None
+    }
+
+    rows = snap.files().select("path", "size", "deletionVector", "stats_parsed.numRecords").collect()
+    ours = sorted(
+        (unquote(r["path"]), dv_id(r["deletionVector"] and r["deletionVector"].asDict()), r["size"]) for r in rows
+    )
+    expected = sorted((path, dv, a["size"]) for (path, dv), a in ref.files.items())
+    assert ours == expected
+
+    txns = {r["appId"]: r["version"] for r in snap.transactions().collect()}
+    retention = snap.configuration.get("delta.setTransactionRetentionDuration")
+    if retention is None:
+        assert txns == {app: t["version"] for app, t in ref.txns.items()}
+    domains = {r["domain"]: r["configuration"] for r in snap.domainMetadata().collect()}
+    assert domains == {d: v["configuration"] for d, v in ref.domains.items()}
+
+    from deltalake import DeltaTable as RsTable
+
+    rs = RsTable(str(table_dir))  # delta-rs reads every table that deltaspark does not refuse
+    assert rs.version() == snap.version
+    rs_protocol = rs.protocol()
+    assert rs_protocol.min_reader_version == snap.protocol.minReaderVersion
+    assert rs_protocol.min_writer_version == snap.protocol.minWriterVersion
+    assert sorted(rs_protocol.reader_features or []) == sorted(snap.protocol.readerFeatures or [])
+    rs_files = sorted(_absolute(table_dir, u) for u in rs.file_uris())  # already decoded
+    our_files = sorted(_absolute(table_dir, unquote(r["path"])) for r in rows)
+    assert our_files == rs_files
+
+
+def test_expired_transactions_follow_set_transaction_retention(spark, conformance):
+    """`app-txn-with-last-updated` sets a 1-day txn retention: txns without `lastUpdated`, or
+    updated long ago, are dropped (as Spark's Delta does); the rest are kept."""
+    snap = DeltaTable.forPath(spark, str(conformance / "app-txn-with-last-updated")).snapshot()
+    assert snap.configuration["delta.setTransactionRetentionDuration"] == "interval 1 days"
+    assert snap.transactions().collect() == []  # every lastUpdated there is from 1970 or absent
+
+
+def test_last_checkpoint_checksums_of_real_tables_verify(conformance):
+    from deltaspark.json_checksum import checksum_of_text
+
+    checked = 0
+    for path in sorted(conformance.glob("*/_delta_log/_last_checkpoint")):
+        text = path.read_text()
+        expected = json.loads(text).get("checksum")
+        if expected:
+            assert checksum_of_text(text) == expected, path
+            checked += 1
+    assert checked >= 15
