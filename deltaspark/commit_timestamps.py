@@ -86,10 +86,9 @@ def in_commit_timestamps(spark: SparkSession, commits: Sequence[LogFile]) -> dic
     rows = (
         read_json_actions(spark, commits, ["commitInfo"])
         .select("version", F.get_json_object("commitInfo", "$.inCommitTimestamp").cast("long").alias("ict"))
-        .where(F.col("ict").isNotNull())
         .collect()
     )
-    return {int(r["version"]): int(r["ict"]) for r in rows}
+    return {int(r["version"]): int(r["ict"]) for r in rows if r["ict"] is not None}
 
 
 def version_at_timestamp(

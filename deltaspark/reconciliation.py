@@ -20,13 +20,14 @@ from pyspark.sql import functions as F
 
 from .deletion_vectors import dv_unique_id
 from .paths import canonical_path
+from .replay import keep_actions
 
 KEY = ["path_key", "dv_id"]
 
 
 def file_action_rows(actions: DataFrame, table_root: str, extra: list[Column] | None = None) -> DataFrame:
     """One row per add/remove: `version, is_add, path_key, dv_id, add, remove` (+ `extra`)."""
-    files = actions.where(F.col("add").isNotNull() | F.col("remove").isNotNull())
+    files = keep_actions(actions, F.col("add").isNotNull() | F.col("remove").isNotNull())
     is_add = F.col("add").isNotNull()
     path = F.when(is_add, F.col("add.path")).otherwise(F.col("remove.path"))
     dv = F.when(is_add, F.col("add.deletionVector")).otherwise(F.col("remove.deletionVector"))
@@ -88,6 +89,6 @@ def reconcile_files(
 
 def newest_per(actions: DataFrame, column: str, key_field: str) -> DataFrame:
     """The newest action of kind `column` per `key_field` (e.g. txn per appId)."""
-    rows = actions.where(F.col(column).isNotNull()).select("version", column)
+    rows = keep_actions(actions, F.col(column).isNotNull()).select("version", column)
     window = Window.partitionBy(F.col(f"{column}.{key_field}")).orderBy(F.col("version").desc())
     return rows.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank")

@@ -45,47 +45,84 @@ def _version_from_name(name: Column) -> Column:
     )
 
 
+CORRUPT_LINE = "_corrupt_line"
+
+
+def _corruption_error(file: Column, line: Column) -> Column:
+    return F.raise_error(
+        F.concat(
+            F.lit("deltaspark: corrupt Delta log file "),
+            file,
+            F.lit(": cannot parse line: "),
+            F.substring(line, 1, 200),
+        )
+    )
+
+
 def read_json_actions(
     spark: SparkSession,
     files: Sequence[LogFile],
     kinds: Sequence[str] | None = None,
+    select_lines: bool = True,
 ) -> DataFrame:
-    """Actions of JSON log files: `version`, `file`, and one column per requested action kind.
+    """Actions of JSON log files: `version`, `file`, one column per requested kind, `_corrupt_line`.
 
-    Only lines whose action key is in `kinds` are parsed (all lines when `kinds` is None);
-    lines that are not JSON objects at all are kept so that they fail loudly.
+    `select_lines=True` reads the files as text and parses only lines whose action key is in
+    `kinds`: right for picking a few actions (protocol, metaData, commitInfo) out of big commits.
+    `select_lines=False` parses every line once in the JSON scan: right for state
+    reconstruction, where most lines are wanted and later filters must not re-parse.
+
+    A corrupt line fails the query when its `version` is evaluated. Consumers that filter on
+    action columns must keep rows with `_corrupt_line` set so that the failure is not filtered away.
     """
     schema = action_schema(kinds, with_corrupt=True)
     wanted = [f.name for f in schema.fields if f.name != CORRUPT_RECORD]
-    lines = (
-        spark.read.options(**_STRICT)
-        .text([f.path for f in files])
-        .select(
-            "value", F.col("_metadata.file_path").alias("file"), F.col("_metadata.file_name").alias("name")
-        )
-        .where(F.trim("value") != "")
-    )
-    key = F.regexp_extract("value", _ACTION_KEY, 1)
-    if kinds is not None:
-        lines = lines.where(key.isin(list(kinds)) | (key == ""))
-    parsed = F.from_json("value", schema, {"columnNameOfCorruptRecord": CORRUPT_RECORD, "mode": "PERMISSIVE"})
-    bad = (key == "") | parsed.getField(CORRUPT_RECORD).isNotNull()
-    version = F.when(
-        bad,
-        F.raise_error(
-            F.concat(
-                F.lit("deltaspark: corrupt Delta log file "),
-                F.col("file"),
-                F.lit(": cannot parse line: "),
-                F.substring("value", 1, 200),
+    paths = [f.path for f in files]
+    if select_lines:
+        lines = (
+            spark.read.options(**_STRICT)
+            .text(paths)
+            .select(
+                "value",
+                F.col("_metadata.file_path").alias("file"),
+                F.col("_metadata.file_name").alias("name"),
             )
-        ),
-    ).otherwise(_version_from_name(F.col("name")))
-    return lines.select(
-        version.alias("version"),
-        "file",
-        *[parsed.getField(k).alias(k) for k in wanted],
+            .where(F.trim("value") != "")
+        )
+        key = F.regexp_extract("value", _ACTION_KEY, 1)
+        if kinds is not None:
+            lines = lines.where(key.isin(list(kinds)) | (key == ""))
+        parsed = F.from_json(
+            "value", schema, {"columnNameOfCorruptRecord": CORRUPT_RECORD, "mode": "PERMISSIVE"}
+        )
+        corrupt = (key == "") | parsed.getField(CORRUPT_RECORD).isNotNull()
+        line = F.col("value")
+        actions = [parsed.getField(k).alias(k) for k in wanted]
+        source = lines
+    else:
+        source = (
+            spark.read.options(**_STRICT)
+            .options(columnNameOfCorruptRecord=CORRUPT_RECORD, mode="PERMISSIVE")
+            .schema(schema)
+            .json(paths)
+            .select(
+                "*", F.col("_metadata.file_path").alias("file"), F.col("_metadata.file_name").alias("name")
+            )
+        )
+        corrupt = F.col(CORRUPT_RECORD).isNotNull()
+        line = F.col(CORRUPT_RECORD)
+        actions = [F.col(k) for k in wanted]
+    version = F.when(corrupt, _corruption_error(F.col("file"), line)).otherwise(
+        _version_from_name(F.col("name"))
     )
+    return source.select(version.alias("version"), "file", *actions, corrupt.alias(CORRUPT_LINE))
+
+
+def keep_actions(frame: DataFrame, condition: Column) -> DataFrame:
+    """Filter actions, keeping corrupt lines so that their error is raised downstream."""
+    if CORRUPT_LINE in frame.columns:
+        condition = condition | F.col(CORRUPT_LINE)
+    return frame.where(condition)
 
 
 def read_parquet_actions(
@@ -100,7 +137,12 @@ def read_parquet_actions(
         spark.read.options(**_STRICT)
         .schema(schema)
         .parquet(*paths)
-        .select(F.lit(version).cast("long").alias("version"), F.col("_metadata.file_path").alias("file"), "*")
+        .select(
+            F.lit(version).cast("long").alias("version"),
+            F.col("_metadata.file_path").alias("file"),
+            "*",
+            F.lit(False).alias(CORRUPT_LINE),
+        )
     )
 
 
@@ -114,6 +156,5 @@ def read_checkpoint_actions(
     """Actions of a checkpoint's own files (parquet parts or a V2 JSON top-level file)."""
     json_files = [f for f in files if f.file_format == "json"]
     if json_files:
-        frame = read_json_actions(spark, json_files, kinds)
-        return frame.withColumn("version", F.lit(version).cast("long"))
+        return read_json_actions(spark, json_files, kinds)  # `n.checkpoint.<uuid>.json`: version n
     return read_parquet_actions(spark, files, parquet_schema or action_schema(kinds), version)

@@ -30,7 +30,7 @@ from .partition_values import partition_fields, typed_partition_values
 from .paths import absolute_path
 from .protocol import Protocol, check_readable
 from .reconciliation import file_action_rows, newest_per, reconcile_files
-from .replay import read_checkpoint_actions, read_json_actions, read_parquet_actions
+from .replay import CORRUPT_LINE, read_checkpoint_actions, read_json_actions, read_parquet_actions
 from .schema import drop_void_fields
 from .stats import conform_parsed_stats, parse_stats_json, stats_schema
 from .storage import Storage, join_path
@@ -175,7 +175,7 @@ class Snapshot:
         for frame in frames:
             add_type = frame.schema["add"].dataType if "add" in frame.columns else None
             has_parsed = isinstance(add_type, StructType) and "stats_parsed" in add_type.fieldNames()
-            columns: list[Column | str] = ["version", *[k for k in kinds if k != "add"]]
+            columns: list[Column | str] = ["version", CORRUPT_LINE, *[k for k in kinds if k != "add"]]
             if "add" in kinds:
                 if has_parsed:
                     columns.append(F.col("add").dropFields("stats_parsed").alias("add"))
@@ -197,7 +197,7 @@ class Snapshot:
         files = list(self.segment.tail_files)
         if not files:
             return None
-        return read_json_actions(self._spark, files, kinds)
+        return read_json_actions(self._spark, files, kinds, select_lines=False)
 
     def _use_broadcast(self) -> bool:
         limit = int(_conf(self._spark, BROADCAST_TAIL_BYTES_CONF, str(DEFAULT_BROADCAST_TAIL_BYTES)))
@@ -278,9 +278,9 @@ class Snapshot:
         frames = [
             f for f in (self._checkpoint_actions([kind], False), self._tail_actions([kind])) if f is not None
         ]
-        result = frames[0].select("version", kind)
+        result = frames[0].select("version", kind, CORRUPT_LINE)
         for frame in frames[1:]:
-            result = result.unionByName(frame.select("version", kind))
+            result = result.unionByName(frame.select("version", kind, CORRUPT_LINE))
         return result
 
     def transactions(self) -> DataFrame:
@@ -372,6 +372,7 @@ def _read_protocol_and_metadata(spark: SparkSession, segment: LogSegment) -> Any
         newest("metaData"),
         newest("commitInfo"),
         F.collect_list("sidecar").alias("sidecars"),
+        F.max("version").alias("maxVersion"),  # evaluates every row's version: corrupt lines fail here
     ).first()
 
 

@@ -10,6 +10,7 @@ ABFS, GCS, local) works with the cluster's own configuration and credentials:
 
 from __future__ import annotations
 
+import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -17,6 +18,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from .spark_compat import is_connect
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,11 @@ class DataFrameStorage(Storage):
         return [s for s in statuses if s.path.count("/") == depth]
 
     def read_text(self, path: str) -> str | None:
+        if name_of(path).startswith(("_", ".")):
+            # Spark's file sources skip names starting with `_` or `.` even when named
+            # explicitly, so such files (e.g. `_last_checkpoint`) cannot be read this way.
+            log.info("Cannot read %s through Spark Connect (hidden file name); treating it as absent", path)
+            return None
         try:
             rows = self.spark.read.text(path, wholetext=True).collect()
         except Exception as exc:

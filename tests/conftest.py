@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -15,19 +14,32 @@ CONFORMANCE_ENV = "DELTASPARK_CONFORMANCE_TABLES"
 DEFAULT_CONFORMANCE = REPO.parent / "shared" / "conformance" / "tables"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# pyspark picks classic or Connect column functions per process, so the Connect suite runs in a
+# process of its own (launched by tests/test_spark_connect.py) with this variable set.
+CONNECT = os.environ.get("DELTASPARK_TEST_CONNECT") == "1"
 
 
-_CONNECT_PORT = _free_port()
+def pytest_collection_modifyitems(config, items):
+    if CONNECT:
+        keep = [item for item in items if item.get_closest_marker("connect")]
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")
 def spark():
     from pyspark.sql import SparkSession
 
+    if CONNECT:
+        session = (
+            SparkSession.builder.remote("local[2]")
+            .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate()
+        )
+        yield session
+        session.stop()
+        return
     session = (
         SparkSession.builder.master("local[2]")
         .appName("deltaspark-tests")
@@ -37,33 +49,11 @@ def spark():
         .config("spark.default.parallelism", "4")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
-        # Serve Spark Connect from this JVM so Connect tests need no second cluster.
-        .config("spark.plugins", "org.apache.spark.sql.connect.SparkConnectPlugin")
-        .config("spark.connect.grpc.binding.address", "127.0.0.1")
-        .config("spark.connect.grpc.binding.port", str(_CONNECT_PORT))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
-
-
-@pytest.fixture(scope="session")
-def connect_spark(spark):
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-    session = ConnectSession.builder.remote(f"sc://127.0.0.1:{_CONNECT_PORT}").getOrCreate()
-    session.conf.set("spark.sql.session.timeZone", "UTC")
-    yield session
-    session.stop()
-
-
-@pytest.fixture(params=["classic", "connect"])
-def any_spark(request, spark):
-    """Runs a test once on the classic session and once on Spark Connect."""
-    if request.param == "classic":
-        return spark
-    return request.getfixturevalue("connect_spark")
 
 
 @pytest.fixture
@@ -76,7 +66,9 @@ def conformance_root() -> Path | None:
     if root.is_dir():
         return root
     if os.environ.get("CI", "").lower() == "true":
-        raise RuntimeError(f"Conformance tables not found at {root} (set {CONFORMANCE_ENV}); required under CI=true")
+        raise RuntimeError(
+            f"Conformance tables not found at {root} (set {CONFORMANCE_ENV}); required under CI=true"
+        )
     return None
 
 

@@ -51,7 +51,9 @@ def metadata(
     }
 
 
-def add(path: str, size: int = 100, partition_values=None, dv: dict | None = None, stats=None, **extra) -> dict:
+def add(
+    path: str, size: int = 100, partition_values=None, dv: dict | None = None, stats=None, **extra
+) -> dict:
     a: dict[str, Any] = {
         "path": path,
         "partitionValues": partition_values or {},
@@ -93,7 +95,12 @@ def commit_info(**fields) -> dict:
 
 
 def dv(unique: str, storage_type: str = "u", offset: int | None = 1, cardinality: int = 1) -> dict:
-    d: dict[str, Any] = {"storageType": storage_type, "pathOrInlineDv": unique, "sizeInBytes": 34, "cardinality": cardinality}
+    d: dict[str, Any] = {
+        "storageType": storage_type,
+        "pathOrInlineDv": unique,
+        "sizeInBytes": 34,
+        "cardinality": cardinality,
+    }
     if offset is not None:
         d["offset"] = offset
     return d
@@ -162,7 +169,10 @@ CHECKPOINT_ARROW_SCHEMA = pa.schema(
                 ]
             ),
         ),
-        ("domainMetadata", pa.struct([("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())])),
+        (
+            "domainMetadata",
+            pa.struct([("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())]),
+        ),
         ("checkpointMetadata", pa.struct([("version", pa.int64())])),
         (
             "sidecar",
@@ -175,7 +185,7 @@ CHECKPOINT_ARROW_SCHEMA = pa.schema(
 def _arrow_rows(actions: list[dict], schema: pa.Schema) -> pa.Table:
     rows = []
     for action in actions:
-        (kind, body), = action.items()
+        ((kind, body),) = action.items()
         row = {name: None for name in schema.names}
         body = dict(body)
         if kind == "add" or kind == "metaData" or kind == "remove":
@@ -232,7 +242,9 @@ class LogBuilder:
     def classic_checkpoint(self, version: int, actions: list[dict]) -> Path:
         return self.parquet(f"{version:020d}.checkpoint.parquet", actions)
 
-    def multipart_checkpoint(self, version: int, parts: list[list[dict]], skip: tuple[int, ...] = ()) -> list[Path]:
+    def multipart_checkpoint(
+        self, version: int, parts: list[list[dict]], skip: tuple[int, ...] = ()
+    ) -> list[Path]:
         n = len(parts)
         return [
             self.parquet(f"{version:020d}.checkpoint.{i:010d}.{n:010d}.parquet", part)
@@ -247,7 +259,9 @@ class LogBuilder:
         for actions in sidecars:
             name = f"{uuidlib.uuid4()}.parquet"
             path = self.parquet(f"_sidecars/{name}", actions)
-            entries.append({"sidecar": {"path": name, "sizeInBytes": path.stat().st_size, "modificationTime": 0}})
+            entries.append(
+                {"sidecar": {"path": name, "sizeInBytes": path.stat().st_size, "modificationTime": 0}}
+            )
         top = [{"checkpointMetadata": {"version": version}}, *non_file_actions, *entries]
         name = f"{version:020d}.checkpoint.{uuidlib.uuid4()}.{fmt}"
         if fmt == "json":

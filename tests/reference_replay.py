@@ -54,7 +54,10 @@ def _parquet_actions(path: str) -> list[dict]:
         for kind, value in row.items():
             if value is not None:
                 if isinstance(value, dict):
-                    value = {k: (dict(v) if isinstance(v, list) and v and isinstance(v[0], tuple) else v) for k, v in value.items()}
+                    value = {
+                        k: (dict(v) if isinstance(v, list) and v and isinstance(v[0], tuple) else v)
+                        for k, v in value.items()
+                    }
                 out.append({kind: value})
     return out
 
@@ -86,7 +89,7 @@ def replay(table_dir: str) -> ReferenceState:
     state = ReferenceState(version=latest, protocol={}, metadata={})
 
     def apply(action: dict) -> None:
-        (kind, body), = action.items()
+        ((kind, body),) = action.items()
         if kind == "protocol":
             state.protocol = body
         elif kind == "metaData":

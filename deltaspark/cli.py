@@ -1,0 +1,256 @@
+"""`deltaspark` command line: describe, files, history and a self-contained demo.
+
+Runs on an embedded local Spark by default; `--master` points at a cluster, `--remote` at a
+Spark Connect server. Output is human-readable tables, or JSON lines with `--json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import sys
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import DeltaSparkError
+
+log = logging.getLogger("deltaspark")
+
+
+def _session(args: argparse.Namespace):  # noqa: ANN202 - SparkSession imported lazily
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("deltaspark")
+    if args.remote:
+        builder = builder.remote(args.remote)
+    else:
+        builder = builder.master(args.master).config("spark.ui.showConsoleProgress", "true")
+        builder = builder.config("spark.sql.shuffle.partitions", "8")
+    for item in args.conf or []:
+        key, _, value = item.partition("=")
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if not args.remote:
+        spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _snapshot(spark, args: argparse.Namespace):  # noqa: ANN001, ANN202
+    from .table import DeltaTable
+
+    table = DeltaTable.forPath(spark, args.path)
+    timestamp: Any = args.timestamp
+    return table.snapshot(version=args.version, timestamp=timestamp)
+
+
+def _human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
+        size /= 1024
+    return f"{n} B"
+
+
+def describe_table(snapshot) -> dict[str, Any]:  # noqa: ANN001
+    """The facts `describe` prints, as a dict (also used by the demo and the JSON output)."""
+    summary = snapshot.summary()
+    checkpoint = snapshot.segment.checkpoint
+    return {
+        "path": snapshot.tableRoot,
+        "version": snapshot.version,
+        "timestamp": snapshot.timestamp.isoformat(timespec="milliseconds"),
+        "id": snapshot.metadata.id,
+        "name": snapshot.metadata.name,
+        "description": snapshot.metadata.description,
+        "minReaderVersion": snapshot.protocol.minReaderVersion,
+        "minWriterVersion": snapshot.protocol.minWriterVersion,
+        "tableFeatures": snapshot.tableFeatures,
+        "partitionColumns": snapshot.partitionColumns,
+        "schema": json.loads(snapshot.schema.json()),
+        "numFiles": summary["numFiles"],
+        "sizeInBytes": summary["sizeInBytes"],
+        "configuration": snapshot.configuration,
+        "checkpointVersion": checkpoint.version if checkpoint else None,
+        "commitsAfterCheckpoint": len(snapshot.segment.tail_files),
+    }
+
+
+def _print_describe(facts: dict[str, Any], schema_tree: str) -> None:
+    rows = [
+        ("Table", facts["path"]),
+        ("Version", f"{facts['version']} (committed {facts['timestamp']})"),
+        ("Id / name", f"{facts['id']} / {facts['name'] or '-'}"),
+        ("Protocol", f"reader {facts['minReaderVersion']}, writer {facts['minWriterVersion']}"),
+        ("Features", ", ".join(facts["tableFeatures"]) or "-"),
+        ("Partition columns", ", ".join(facts["partitionColumns"]) or "-"),
+        (
+            "Files",
+            f"{facts['numFiles']:,} ({_human_bytes(facts['sizeInBytes'])}, {facts['sizeInBytes']:,} bytes)",
+        ),
+        (
+            "Log segment",
+            (f"checkpoint {facts['checkpointVersion']} + " if facts["checkpointVersion"] is not None else "")
+            + f"{facts['commitsAfterCheckpoint']} JSON file(s)",
+        ),
+        ("Configuration", ", ".join(f"{k}={v}" for k, v in sorted(facts["configuration"].items())) or "-"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key.ljust(width)}  {value}")
+    print("Schema")
+    print(schema_tree.rstrip())
+
+
+def _print_rows(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
+    def cell(value: Any) -> str:
+        if isinstance(value, dict):
+            return ", ".join(f"{k}={v}" for k, v in value.items())
+        if isinstance(value, dt.datetime):
+            return value.isoformat(sep=" ", timespec="seconds")
+        return "" if value is None else str(value)
+
+    table = [[cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(t[i]) for t in table]) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
+    print("  ".join("-" * w for w in widths))
+    for t in table:
+        print("  ".join(v.ljust(w) for v, w in zip(t, widths, strict=True)))
+
+
+def _emit_json(rows: Any) -> None:
+    for row in rows:
+        print(json.dumps(row, default=str))
+
+
+def cmd_describe(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    snap = _snapshot(spark, args)
+    facts = describe_table(snap)
+    if args.json:
+        print(json.dumps(facts, default=str, indent=2))
+    else:
+        _print_describe(facts, snap.schema.treeString())
+    return 0
+
+
+def cmd_files(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from pyspark.sql import functions as F
+
+    snap = _snapshot(spark, args)
+    files = snap.files().select(
+        "path",
+        "size",
+        "partitionValues",
+        F.col("stats_parsed.numRecords").alias("numRecords"),
+        F.col("deletionVector.cardinality").alias("deletedRows"),
+        "modificationTime",
+    )
+    if args.json:
+        _emit_json(r.asDict(recursive=True) for r in files.toLocalIterator())
+        return 0
+    total = files.count()
+    rows = [r.asDict(recursive=True) for r in files.orderBy("path").limit(args.limit).collect()]
+    print(
+        f"{total:,} file(s) at version {snap.version}"
+        + (f"; first {len(rows)} by path" if total > len(rows) else "")
+    )
+    _print_rows(rows, ["path", "size", "partitionValues", "numRecords", "deletedRows"])
+    return 0
+
+
+def cmd_history(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from .table import DeltaTable
+
+    history = DeltaTable.forPath(spark, args.path).history(limit=args.limit)
+    columns = ["version", "timestamp", "operation", "operationParameters", "engineInfo", "clientVersion"]
+    rows = [r.asDict(recursive=True) for r in history.select(*columns).collect()]
+    if args.json:
+        _emit_json(rows)
+    else:
+        _print_rows(rows, columns)
+    return 0
+
+
+def cmd_demo(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from .demo import build_demo_table
+    from .table import DeltaTable
+
+    root = args.path or tempfile.mkdtemp(prefix="deltaspark-demo-")
+    path = build_demo_table(f"{root}/orders")
+    print(f"Built a sample Delta table at {path}\n")
+    for title, argv in (
+        ("describe", ["describe", path]),
+        ("files", ["files", path]),
+        ("files --version 1 (time travel)", ["files", path, "--version", "1"]),
+        ("history", ["history", path]),
+    ):
+        print(f"$ deltaspark {' '.join(argv)}    # {title}")
+        sub = build_parser().parse_args(argv)
+        sub.func(spark, sub)
+        print()
+    snap = DeltaTable.forPath(spark, path).snapshot()
+    txns = {r["appId"]: r["version"] for r in snap.transactions().collect()}
+    tombstones = snap.tombstones().count()
+    print(f"Transactions: {txns}; tombstones kept for VACUUM: {tombstones}")
+    return 0
+
+
+def _add_version_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--version", type=int, help="read the table at this version")
+    group.add_argument(
+        "--timestamp", help="read the table as of this timestamp (e.g. 2024-05-01 or 2024-05-01T10:00:00Z)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="deltaspark", description=__doc__)
+    parser.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+    parser.add_argument("--remote", help="Spark Connect URL, e.g. sc://host:15002")
+    parser.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark configuration")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what deltaspark does")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    describe = commands.add_parser("describe", help="version, protocol, features, schema, files and bytes")
+    describe.add_argument("path")
+    _add_version_options(describe)
+    describe.add_argument("--json", action="store_true")
+    describe.set_defaults(func=cmd_describe)
+
+    files = commands.add_parser("files", help="the live data files")
+    files.add_argument("path")
+    _add_version_options(files)
+    files.add_argument("--limit", type=int, default=20, help="rows to print (table output)")
+    files.add_argument("--json", action="store_true", help="every file as a JSON line")
+    files.set_defaults(func=cmd_files)
+
+    history = commands.add_parser("history", help="commitInfo of each commit, newest first")
+    history.add_argument("path")
+    history.add_argument("--limit", type=int, default=None)
+    history.add_argument("--json", action="store_true")
+    history.set_defaults(func=cmd_history)
+
+    demo = commands.add_parser("demo", help="build a sample table and run the other commands on it")
+    demo.add_argument("--path", help="folder to build the sample table in (default: a new temp folder)")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    spark = _session(args)
+    try:
+        return args.func(spark, args)
+    except DeltaSparkError as exc:
+        print(f"deltaspark: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

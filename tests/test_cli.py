@@ -1,0 +1,81 @@
+"""The `deltaspark` command line, in process (sharing the test session) and once end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from deltaspark.cli import main
+from tests.log_builder import add, commit_info, metadata, protocol, remove
+
+
+@pytest.fixture
+def small_table(log):
+    log.commit(
+        0,
+        protocol(),
+        metadata(partition_columns=["part"]),
+        add("part=x/a", size=10, partition_values={"part": "x"}, stats={"numRecords": 3}),
+        commit_info(operation="CREATE TABLE"),
+    )
+    log.commit(1, add("part=y/b", size=20, partition_values={"part": "y"}), commit_info(operation="WRITE"))
+    log.commit(2, remove("part=x/a", 1), commit_info(operation="DELETE"))
+    return log
+
+
+def test_describe_json(spark, small_table, capsys):
+    assert main(["describe", small_table.path, "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["version"] == 2 and facts["numFiles"] == 1 and facts["sizeInBytes"] == 20
+    assert facts["partitionColumns"] == ["part"] and facts["minWriterVersion"] == 2
+    assert [f["name"] for f in facts["schema"]["fields"]] == ["id", "part"]
+
+
+def test_describe_at_version(spark, small_table, capsys):
+    assert main(["describe", small_table.path, "--version", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "Version            1" in out and "2 (30 B, 30 bytes)" in out and "Partition columns  part" in out
+
+
+def test_files_json_and_table(spark, small_table, capsys):
+    assert main(["files", small_table.path, "--version", "0", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["path"], r["size"], r["numRecords"]) for r in rows] == [("part=x/a", 10, 3)]
+    assert main(["files", small_table.path]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1 file(s) at version 2") and "part=y/b" in out and "part=x/a" not in out
+
+
+def test_history(spark, small_table, capsys):
+    assert main(["history", small_table.path, "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["version"], r["operation"]) for r in rows] == [
+        (2, "DELETE"),
+        (1, "WRITE"),
+        (0, "CREATE TABLE"),
+    ]
+
+
+def test_errors_exit_with_code_2(spark, tmp_path, capsys):
+    assert main(["describe", str(tmp_path / "nothing")]) == 2
+    assert "TableNotFoundError" in capsys.readouterr().err
+
+
+def test_demo_in_process(spark, tmp_path, capsys):
+    assert main(["demo", "--path", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Built a sample Delta table" in out and "5 file(s) at version 3" in out
+    assert "4 file(s) at version 1" in out and "Transactions: {'demo-stream': 7}" in out
+
+
+def test_console_script_runs_the_demo_end_to_end(tmp_path):
+    exe = shutil.which("deltaspark", path=os.path.dirname(sys.executable)) or shutil.which("deltaspark")
+    assert exe, "the `deltaspark` console script is not installed"
+    proc = subprocess.run([exe, "demo", "--path", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "5 file(s) at version 3" in proc.stdout

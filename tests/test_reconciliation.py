@@ -1,0 +1,399 @@
+"""Every reconciliation rule of the protocol, on hand-built logs."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from deltaspark import DeltaTable
+from tests.log_builder import add, commit_info, domain, dv, metadata, protocol, remove, txn
+
+NOW = int(time.time() * 1000)
+DV_PROTOCOL = protocol(3, 7, ["deletionVectors"], ["deletionVectors"])
+
+
+def _keys(rows) -> list[tuple[str, str | None]]:
+    return sorted(((r[0], r[1]) for r in rows), key=lambda k: (k[0], k[1] or ""))
+
+
+def live(snap) -> list[tuple[str, str | None]]:
+    return _keys(snap.files().select("path", "deletionVector.pathOrInlineDv").collect())
+
+
+def tombs(snap, **kw) -> list[tuple[str, str | None]]:
+    return _keys(snap.tombstones(**kw).select("path", "deletionVector.pathOrInlineDv").collect())
+
+
+def table(spark, log, **kw):
+    return DeltaTable.forPath(spark, log.path).snapshot(**kw)
+
+
+@pytest.fixture(params=["broadcast", "union"])
+def plan(request, spark):
+    """Run a test under both reconciliation plans (they must agree)."""
+    key = "spark.deltaspark.replay.broadcastTailBytes"
+    spark.conf.set(key, str(1 << 40) if request.param == "broadcast" else "0")
+    yield request.param
+    spark.conf.unset(key)
+
+
+@pytest.mark.connect
+def test_add_remove_and_readd_across_commits(spark, log):
+    log.commit(0, protocol(), metadata(), add("a"), add("b"))
+    log.commit(1, remove("a", NOW))
+    log.commit(2, add("c"))
+    log.commit(3, add("a", size=7))
+    assert live(table(spark, log, version=1)) == [("b", None)]
+    assert tombs(table(spark, log, version=1)) == [("a", None)]
+    snap = table(spark, log)
+    assert live(snap) == [("a", None), ("b", None), ("c", None)]
+    assert tombs(snap) == []  # re-adding cancels the tombstone
+    assert snap.files().where("path = 'a'").first()["size"] == 7
+
+
+def test_same_path_with_a_new_deletion_vector_replaces_the_old_one(spark, log):
+    log.commit(0, DV_PROTOCOL, metadata(), add("f", dv=None))
+    log.commit(1, remove("f", NOW), add("f", dv=dv("AAAA")))
+    log.commit(2, remove("f", NOW, dv=dv("AAAA")), add("f", dv=dv("BBBB")))
+    snap = table(spark, log)
+    assert live(snap) == [("f", "BBBB")]
+    assert tombs(snap) == [("f", None), ("f", "AAAA")]  # the same data file, different logical files
+
+
+def test_dv_unique_id_includes_storage_type_and_offset(spark, log):
+    log.commit(0, DV_PROTOCOL, metadata(), add("f", dv=dv("XYZ", offset=1)))
+    # Same pathOrInlineDv but another offset or storage type: a different logical file.
+    log.commit(
+        1,
+        remove("f", NOW, dv=dv("XYZ", offset=9)),
+        remove("f", NOW, dv=dv("XYZ", storage_type="i", offset=None)),
+    )
+    assert live(table(spark, log)) == [("f", "XYZ")]
+    # The same uniqueId with other (non-key) fields changed is the same logical file.
+    log.commit(2, remove("f", NOW, dv={**dv("XYZ", offset=1), "cardinality": 99}))
+    assert live(table(spark, log)) == []
+
+
+def test_only_the_newest_add_per_path_is_live(spark, log):
+    """The protocol's snapshot has unique path keys among adds: the newest (path, dvId) pair."""
+    log.commit(0, DV_PROTOCOL, metadata(), add("f", dv=dv("OLD")))
+    log.commit(1, add("f", dv=dv("NEW")))  # (illegal) re-add without removing the old DV
+    assert live(table(spark, log)) == [("f", "NEW")]
+
+
+def test_recommitted_add_updates_stats(spark, log):
+    log.commit(0, protocol(), metadata(), add("a", stats={"numRecords": 1}))
+    log.commit(1, add("a", stats={"numRecords": 5}))
+    rows = table(spark, log).files().select("path", "stats_parsed.numRecords").collect()
+    assert [(r[0], r[1]) for r in rows] == [("a", 5)]
+
+
+def test_paths_are_compared_after_canonicalization(spark, log):
+    root = log.root.resolve()
+    log.commit(
+        0,
+        protocol(),
+        metadata(),
+        add("x%20y.parquet"),
+        add("p%2Bq.parquet"),
+        add("dir/z.parquet"),
+        add("k.parquet"),
+    )
+    log.commit(
+        1,
+        remove(f"file://{root}/x%20y.parquet", NOW),  # file:/// form, encoded
+        remove("p%2Bq.parquet".replace("%2B", "+"), NOW),  # '+' is not a space in a URI path
+        remove(f"file:{root}/dir/z.parquet", NOW),  # file:/ form
+        remove(f"{root}/k.parquet", NOW),  # absolute path without a scheme
+    )
+    assert live(table(spark, log)) == []
+
+
+def test_plus_sign_is_not_decoded_as_space(spark, log):
+    log.commit(0, protocol(), metadata(), add("a+b.parquet"), add("a b.parquet"))
+    log.commit(1, remove("a%20b.parquet", NOW))
+    assert live(table(spark, log)) == [("a+b.parquet", None)]
+
+
+def test_remove_wins_over_add_of_the_same_key_within_one_version(spark, log):
+    log.commit(0, protocol(), metadata(), add("a"))
+    log.compaction(1, 2, add("b"), remove("b", NOW), add("c"))  # an unreconciled compaction
+    log.commit(1, add("b"))
+    log.commit(2, remove("b", NOW), add("c"))
+    snap = table(spark, log)
+    assert len(snap.segment.compactions) == 1
+    assert live(snap) == [("a", None), ("c", None)]
+
+
+@pytest.mark.connect
+def test_checkpoint_plus_tail(spark, log, plan):
+    log.commit(0, protocol(), metadata(), add("p1"), add("p2"), add("p3"))
+    log.commit(1, remove("p3", NOW), add("p4"))
+    log.classic_checkpoint(1, [protocol(), metadata(), add("p1"), add("p2"), add("p4"), remove("p3", NOW)])
+    log.commit(2, remove("p1", NOW), add("p3"))
+    log.commit(3, add("p5"))
+    snap = table(spark, log)
+    assert snap.segment.checkpoint.version == 1
+    assert live(snap) == [("p2", None), ("p3", None), ("p4", None), ("p5", None)]
+    assert tombs(snap) == [("p1", None)]
+
+
+def test_checkpoint_plus_tail_with_deletion_vectors(spark, log, plan):
+    log.commit(0, DV_PROTOCOL, metadata(), add("f"), add("g"))
+    log.commit(1, remove("f", NOW), add("f", dv=dv("D1")))
+    log.classic_checkpoint(1, [DV_PROTOCOL, metadata(), add("f", dv=dv("D1")), add("g"), remove("f", NOW)])
+    log.commit(2, remove("f", NOW, dv=dv("D1")), add("f", dv=dv("D2")))
+    log.commit(3, add("g", dv=dv("G1")))  # (illegal) newer add of g without removing the old one
+    snap = table(spark, log)
+    assert live(snap) == [("f", "D2"), ("g", "G1")]
+    assert tombs(snap) == [("f", None), ("f", "D1")]
+
+
+def test_tombstones_expire_by_deleted_file_retention(spark, log):
+    week, hour = 7 * 24 * 3600 * 1000, 3600 * 1000
+    now = int(time.time() * 1000)
+    log.commit(0, protocol(), metadata(), add("old"), add("new"), add("nots"))
+    log.commit(1, remove("old", now - week - hour), remove("new", now - week + hour), remove("nots"))
+    snap = table(spark, log)
+    assert tombs(snap) == [("new", None)]  # a missing deletionTimestamp counts as 0: expired
+    assert tombs(snap, includeExpired=True) == [("new", None), ("nots", None), ("old", None)]
+    longer = {"delta.deletedFileRetentionDuration": "interval 2 weeks"}
+    log.commit(2, metadata(configuration=longer))
+    assert tombs(table(spark, log)) == [("new", None), ("old", None)]
+
+
+@pytest.mark.connect
+def test_transactions_latest_per_app_even_when_version_decreases(spark, log):
+    log.commit(0, protocol(), metadata(), txn("app-1", 5), txn("app-2", 1))
+    log.commit(1, txn("app-1", 9))
+    log.commit(2, txn("app-1", 3))  # a rollback: the newest action wins, not the highest version
+    rows = table(spark, log).transactions().collect()
+    assert sorted((r["appId"], r["version"]) for r in rows) == [("app-1", 3), ("app-2", 1)]
+
+
+def test_transactions_from_checkpoint_and_tail(spark, log):
+    log.commit(0, protocol(), metadata(), txn("a", 1), txn("b", 1))
+    log.classic_checkpoint(0, [protocol(), metadata(), txn("a", 1), txn("b", 1)])
+    log.commit(1, txn("b", 2), txn("c", 1))
+    rows = table(spark, log).transactions().collect()
+    assert sorted((r["appId"], r["version"]) for r in rows) == [("a", 1), ("b", 2), ("c", 1)]
+
+
+def test_transaction_retention_drops_stale_and_undated_transactions(spark, log):
+    conf = {"delta.setTransactionRetentionDuration": "interval 1 days"}
+    log.commit(
+        0,
+        protocol(),
+        metadata(configuration=conf),
+        txn("fresh", 1, NOW - 1000),
+        txn("stale", 1, NOW - 2 * 86_400_000),
+        txn("undated", 1),
+    )
+    rows = table(spark, log).transactions().collect()
+    assert [r["appId"] for r in rows] == ["fresh"]
+
+
+@pytest.mark.connect
+def test_domain_metadata_latest_wins_and_tombstones_drop(spark, log):
+    log.commit(
+        0,
+        protocol(1, 7, writer_features=["domainMetadata"]),
+        metadata(),
+        domain("d1", '{"v":1}'),
+        domain("d2", "x"),
+    )
+    log.commit(1, domain("d1", '{"v":2}'), domain("d2", "x", removed=True))
+    log.commit(2, domain("d3", "y"), domain("d4", "z"))
+    snap = table(spark, log)
+    assert sorted((r["domain"], r["configuration"]) for r in snap.domainMetadata().collect()) == [
+        ("d1", '{"v":2}'),
+        ("d3", "y"),
+        ("d4", "z"),
+    ]
+    log.commit(3, domain("d2", "back"))
+    assert "d2" in {r["domain"] for r in table(spark, log).domainMetadata().collect()}
+
+
+def test_row_id_high_water_mark_from_draft_action_and_domain(spark, log):
+    log.commit(
+        0, protocol(), metadata(), {"rowIdHighWaterMark": {"highWaterMark": 10, "preservedRowIds": False}}
+    )
+    log.commit(1, {"rowIdHighWaterMark": {"highWaterMark": 25, "preservedRowIds": True}})
+    assert table(spark, log).rowIdHighWaterMark == 25
+    log.commit(2, domain("delta.rowTracking", json.dumps({"rowIdHighWaterMark": 40})))
+    assert table(spark, log).rowIdHighWaterMark == 40
+
+
+@pytest.mark.connect
+def test_latest_protocol_and_metadata_win(spark, log):
+    schema2 = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    log.commit(0, protocol(1, 2), metadata(table_id="first"), add("a"))
+    log.commit(
+        1,
+        commit_info(operation="SET TBLPROPERTIES"),
+        metadata(schema2, table_id="second", configuration={"k": "v"}),
+    )
+    log.commit(2, protocol(1, 4))
+    snap = table(spark, log)
+    assert (snap.protocol.minReaderVersion, snap.protocol.minWriterVersion) == (1, 4)
+    assert snap.metadata.id == "second" and snap.configuration == {"k": "v"}
+    assert snap.schema.fieldNames() == ["id"]
+    assert table(spark, log, version=0).metadata.id == "first"
+
+
+def test_multipart_checkpoint(spark, log):
+    log.commit(0, protocol(), metadata(), add("a"), add("b"), add("c"))
+    log.commit(1, remove("b", NOW))
+    log.multipart_checkpoint(1, [[protocol(), add("a")], [metadata(), remove("b", NOW)], [add("c")]])
+    log.commit(2, add("d"))
+    snap = table(spark, log)
+    assert snap.segment.checkpoint.version == 1 and len(snap.segment.checkpoint.files) == 3
+    assert live(snap) == [("a", None), ("c", None), ("d", None)]
+
+
+def test_incomplete_multipart_checkpoint_falls_back_to_older_state(spark, log):
+    log.commit(0, protocol(), metadata(), add("a"))
+    log.commit(1, add("b"))
+    log.multipart_checkpoint(1, [[protocol(), add("a")], [metadata(), add("b")]], skip=(2,))
+    snap = table(spark, log)
+    assert snap.segment.checkpoint is None
+    assert live(snap) == [("a", None), ("b", None)]
+
+
+@pytest.mark.parametrize("fmt", ["json", "parquet"])
+@pytest.mark.connect
+def test_v2_checkpoint_with_sidecars(spark, log, fmt):
+    v2 = protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"])
+    log.commit(0, v2, metadata(), add("a"), add("b"), add("c"))
+    log.commit(1, remove("a", NOW), txn("app", 4))
+    log.v2_checkpoint(1, [v2, metadata(), txn("app", 4)], [[add("b"), remove("a", NOW)], [add("c")]], fmt=fmt)
+    log.commit(2, add("d"))
+    snap = table(spark, log)
+    assert snap.segment.checkpoint.is_v2_named and len(snap._sidecars) == 2
+    assert live(snap) == [("b", None), ("c", None), ("d", None)]
+    assert tombs(snap) == [("a", None)]
+    assert [(r["appId"], r["version"]) for r in snap.transactions().collect()] == [("app", 4)]
+
+
+def test_classic_named_v2_checkpoint_with_sidecar(spark, log):
+    v2 = protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"])
+    log.commit(0, v2, metadata(), add("a"), add("b"))
+    sidecar = log.parquet("_sidecars/only.parquet", [add("a"), add("b")])
+    log.classic_checkpoint(
+        0,
+        [
+            {"checkpointMetadata": {"version": 0}},
+            v2,
+            metadata(),
+            {
+                "sidecar": {
+                    "path": "only.parquet",
+                    "sizeInBytes": sidecar.stat().st_size,
+                    "modificationTime": 0,
+                }
+            },
+        ],
+    )
+    snap = table(spark, log)
+    assert snap.segment.checkpoint.version == 0
+    assert live(snap) == [("a", None), ("b", None)]
+
+
+def test_log_compaction_gives_the_same_state_as_commits(spark, log):
+    log.commit(0, protocol(), metadata(), add("a"), add("b"), txn("t", 1))
+    log.commit(1, remove("a", NOW), add("c"))
+    log.commit(2, add("d"), txn("t", 2))
+    log.commit(3, remove("d", NOW))
+    log.compaction(1, 2, remove("a", NOW), add("c"), add("d"), txn("t", 2))
+    with_compaction = table(spark, log)
+    assert [f.name for f in with_compaction.segment.compactions] == [f"{1:020d}.{2:020d}.compacted.json"]
+    spark.conf.set("spark.deltaspark.replay.useLogCompaction", "false")
+    try:
+        without = table(spark, log)
+    finally:
+        spark.conf.unset("spark.deltaspark.replay.useLogCompaction")
+    assert without.segment.compactions == ()
+    assert live(with_compaction) == live(without) == [("b", None), ("c", None)]
+    assert tombs(with_compaction) == tombs(without) == [("a", None), ("d", None)]
+    assert with_compaction.transactions().collect() == without.transactions().collect()
+
+
+def test_unknown_actions_and_fields_are_ignored(spark, log):
+    log.commit(
+        0,
+        protocol(),
+        metadata(),
+        {"futureAction": {"x": 1}},
+        {"add": {**add("a")["add"], "newField": [1, 2]}},
+    )
+    assert live(table(spark, log)) == [("a", None)]
+
+
+@pytest.mark.connect
+def test_files_have_typed_partition_values_and_parsed_stats(spark, log):
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "name", "type": "string", "nullable": True, "metadata": {}},
+            {"name": "d", "type": "date", "nullable": True, "metadata": {}},
+            {"name": "ts", "type": "timestamp", "nullable": True, "metadata": {}},
+            {"name": "amount", "type": "decimal(10,2)", "nullable": True, "metadata": {}},
+            {"name": "flag", "type": "boolean", "nullable": True, "metadata": {}},
+            {"name": "n", "type": "integer", "nullable": True, "metadata": {}},
+        ],
+    }
+    parts = {"d": "2024-05-01", "ts": "2024-05-01 10:11:12.5", "amount": "12.34", "flag": "true", "n": ""}
+    stats = {
+        "numRecords": 3,
+        "minValues": {"id": 1, "name": "a"},
+        "maxValues": {"id": 9, "name": "z"},
+        "nullCount": {"id": 0, "name": 1},
+    }
+    log.commit(
+        0,
+        protocol(),
+        metadata(schema, ["d", "ts", "amount", "flag", "n"]),
+        add("f", partition_values=parts, stats=stats),
+    )
+    row = table(spark, log).files().first()
+    pv = row["partitionValues_parsed"]
+    import datetime as dt
+    from decimal import Decimal
+
+    assert pv["d"] == dt.date(2024, 5, 1)
+    assert pv["ts"].replace(tzinfo=None) == dt.datetime(2024, 5, 1, 10, 11, 12, 500000)
+    assert pv["amount"] == Decimal("12.34") and pv["flag"] is True and pv["n"] is None
+    st = row["stats_parsed"]
+    assert st["numRecords"] == 3 and st["minValues"]["id"] == 1 and st["maxValues"]["name"] == "z"
+    assert st["nullCount"]["name"] == 1 and st["tightBounds"] is None
+    assert row["partitionValues"] == parts
+
+
+def test_column_mapping_physical_names_in_partition_values_and_stats(spark, log):
+    def field(name, typ, fid, phys):
+        return {
+            "name": name,
+            "type": typ,
+            "nullable": True,
+            "metadata": {"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": phys},
+        }
+
+    schema = {
+        "type": "struct",
+        "fields": [field("id", "long", 1, "col-1"), field("region", "string", 2, "col-2")],
+    }
+    conf = {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"}
+    stats = {"numRecords": 2, "minValues": {"col-1": 4}, "maxValues": {"col-1": 8}, "nullCount": {"col-1": 0}}
+    log.commit(
+        0,
+        protocol(2, 5),
+        metadata(schema, ["region"], conf),
+        add("col-2=eu/f", partition_values={"col-2": "eu"}, stats=stats),
+    )
+    row = table(spark, log).files().first()
+    assert row["partitionValues_parsed"].asDict() == {"region": "eu"}
+    assert row["stats_parsed"]["minValues"].asDict() == {"id": 4}
+    assert row["stats_parsed"]["maxValues"]["id"] == 8
