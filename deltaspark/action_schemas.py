@@ -11,6 +11,7 @@ from __future__ import annotations
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
+    DataType,
     IntegerType,
     LongType,
     MapType,
@@ -126,10 +127,18 @@ ACTION_TYPES: dict[str, StructType | StringType] = {
 CORRUPT_RECORD = "_corrupt_record"
 
 
-def action_schema(kinds: list[str] | tuple[str, ...] | None = None, with_corrupt: bool = False) -> StructType:
-    """A schema holding the given action columns (all when `None`), in protocol order."""
+def action_schema(
+    kinds: list[str] | tuple[str, ...] | None = None,
+    with_corrupt: bool = False,
+    add_stats_parsed: DataType | None = None,
+) -> StructType:
+    """A schema holding the given action columns (all when `None`), in protocol order; checkpoints
+    may add `add.stats_parsed` of the type their writer used."""
     names = list(ACTION_TYPES) if kinds is None else [k for k in ACTION_TYPES if k in kinds]
-    fields = [StructField(name, ACTION_TYPES[name], nullable=True) for name in names]
+    types = dict(ACTION_TYPES)
+    if add_stats_parsed is not None:
+        types["add"] = StructType([*ADD.fields, StructField("stats_parsed", add_stats_parsed, nullable=True)])
+    fields = [StructField(name, types[name], nullable=True) for name in names]
     if with_corrupt:
         fields.append(StructField(CORRUPT_RECORD, StringType(), nullable=True))
     return StructType(fields)

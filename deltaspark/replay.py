@@ -146,6 +146,11 @@ def read_parquet_actions(
     )
 
 
+def parquet_file_schema(spark: SparkSession, path: str) -> StructType:
+    """The schema a parquet log file was written with (its footer), read under the same options."""
+    return spark.read.options(**_STRICT).parquet(path).schema
+
+
 def read_checkpoint_actions(
     spark: SparkSession,
     files: Sequence[LogFile],

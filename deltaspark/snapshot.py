@@ -12,7 +12,7 @@ import datetime as dt
 import json
 import logging
 import time
-from functools import cached_property
+from functools import cached_property, reduce
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -30,7 +30,13 @@ from .partition_values import partition_fields, typed_partition_values
 from .paths import absolute_path
 from .protocol import Protocol, check_readable
 from .reconciliation import file_action_rows, newest_per, reconcile_files
-from .replay import CORRUPT_LINE, read_checkpoint_actions, read_json_actions, read_parquet_actions
+from .replay import (
+    CORRUPT_LINE,
+    parquet_file_schema,
+    read_checkpoint_actions,
+    read_json_actions,
+    read_parquet_actions,
+)
 from .schema import drop_void_fields
 from .stats import conform_parsed_stats, parse_stats_json, stats_schema
 from .storage import Storage, join_path
@@ -39,6 +45,10 @@ log = logging.getLogger(__name__)
 
 BROADCAST_TAIL_BYTES_CONF = "spark.deltaspark.replay.broadcastTailBytes"
 DEFAULT_BROADCAST_TAIL_BYTES = 128 * 1024 * 1024
+
+
+def _union(left: DataFrame, right: DataFrame) -> DataFrame:
+    return left.unionByName(right)
 
 
 def _conf(spark: SparkSession, key: str, default: str) -> str:
@@ -142,7 +152,7 @@ class Snapshot:
         candidates = self._sidecars or [f.path for f in checkpoint.files if f.file_format == "parquet"]
         if not candidates:
             return None
-        written = self._spark.read.parquet(candidates[0]).schema
+        written = parquet_file_schema(self._spark, candidates[0])
         if "add" not in written.fieldNames():
             return None
         add_type = written["add"].dataType
@@ -151,47 +161,34 @@ class Snapshot:
         return None
 
     def _checkpoint_actions(self, kinds: list[str], include_sidecars: bool) -> DataFrame | None:
+        """Actions of the checkpoint (and its sidecars); `add` rows carry `checkpoint_stats`, the
+        checkpoint's `stats_parsed` (if written) in this table's physical stats layout."""
         checkpoint = self.segment.checkpoint
         if checkpoint is None:
             return None
         stats_type = self._checkpoint_stats_type if "add" in kinds else None
-        schema = schemas.action_schema(kinds)
-        if stats_type is not None:
-            schema = StructType(
-                [
-                    StructField(
-                        "add", StructType([*schemas.ADD.fields, StructField("stats_parsed", stats_type)])
-                    )
-                    if f.name == "add"
-                    else f
-                    for f in schema.fields
-                ]
-            )
+        schema = schemas.action_schema(kinds, add_stats_parsed=stats_type)
         frames = [read_checkpoint_actions(self._spark, checkpoint.files, kinds, checkpoint.version, schema)]
         if include_sidecars and self._sidecars:
             frames.append(read_parquet_actions(self._spark, self._sidecars, schema, checkpoint.version))
-        physical_stats = self._stats_schemas[0]
-        normalized = []
-        for frame in frames:
-            add_type = frame.schema["add"].dataType if "add" in frame.columns else None
-            has_parsed = isinstance(add_type, StructType) and "stats_parsed" in add_type.fieldNames()
-            columns: list[Column | str] = ["version", CORRUPT_LINE, *[k for k in kinds if k != "add"]]
-            if "add" in kinds:
-                if has_parsed:
-                    columns.append(F.col("add").dropFields("stats_parsed").alias("add"))
-                    columns.append(
-                        conform_parsed_stats_physical(
-                            F.col("add.stats_parsed"), stats_type, physical_stats
-                        ).alias("checkpoint_stats")
-                    )
-                else:
-                    columns.append("add")
-                    columns.append(F.lit(None).cast(physical_stats).alias("checkpoint_stats"))
-            normalized.append(frame.select(*columns))
-        result = normalized[0]
-        for frame in normalized[1:]:
-            result = result.unionByName(frame)
-        return result
+        keep = ["version", CORRUPT_LINE, *kinds]
+        if "add" in kinds:
+            frames = [self._split_checkpoint_stats(frame, stats_type) for frame in frames]
+            keep.append("checkpoint_stats")
+        return reduce(_union, [frame.select(*keep) for frame in frames])
+
+    def _split_checkpoint_stats(self, frame: DataFrame, written: DataType | None) -> DataFrame:
+        physical = self._stats_schemas[0]
+        add_type = frame.schema["add"].dataType
+        if (
+            written is None
+            or not isinstance(add_type, StructType)
+            or "stats_parsed" not in add_type.fieldNames()
+        ):
+            return frame.withColumn("checkpoint_stats", F.lit(None).cast(physical))
+        return frame.withColumn(
+            "checkpoint_stats", conform_parsed_stats(F.col("add.stats_parsed"), written, physical)
+        ).withColumn("add", F.col("add").dropFields("stats_parsed"))
 
     def _tail_actions(self, kinds: list[str]) -> DataFrame | None:
         files = list(self.segment.tail_files)
@@ -275,13 +272,10 @@ class Snapshot:
         return now - parse_interval_ms(retention)
 
     def _small_actions(self, kind: str) -> DataFrame:
-        frames = [
-            f for f in (self._checkpoint_actions([kind], False), self._tail_actions([kind])) if f is not None
-        ]
-        result = frames[0].select("version", kind, CORRUPT_LINE)
-        for frame in frames[1:]:
-            result = result.unionByName(frame.select("version", kind, CORRUPT_LINE))
-        return result
+        """All actions of one non-file kind (txn, domainMetadata, ...) in the segment, with versions."""
+        sources = (self._checkpoint_actions([kind], False), self._tail_actions([kind]))
+        frames = [f.select("version", kind, CORRUPT_LINE) for f in sources if f is not None]
+        return reduce(_union, frames)
 
     def transactions(self) -> DataFrame:
         """The newest `txn` per `appId` (application transaction identifiers), minus those expired
@@ -324,13 +318,6 @@ class Snapshot:
         return {"numFiles": int(row["n"] or 0), "sizeInBytes": int(row["bytes"] or 0)} if row else {}
 
 
-def conform_parsed_stats_physical(column: Column, written: DataType | None, physical: StructType) -> Column:
-    """`stats_parsed` as written, realigned to this table's physical stats struct."""
-    if written is None:
-        return F.lit(None).cast(physical)
-    return conform_parsed_stats(column, written, physical, physical)
-
-
 # ---- loading ----------------------------------------------------------------------------------
 
 
@@ -360,9 +347,7 @@ def _read_protocol_and_metadata(spark: SparkSession, segment: LogSegment) -> Any
                 F.lit(None).cast(schemas.SIDECAR).alias("sidecar"),
             )
         )
-    actions = frames[0]
-    for frame in frames[1:]:
-        actions = actions.unionByName(frame)
+    actions = reduce(_union, frames)
 
     def newest(column: str) -> Column:
         return F.max_by(column, F.when(F.col(column).isNotNull(), F.col("version"))).alias(column)
@@ -405,12 +390,13 @@ def load_snapshot(spark: SparkSession, storage: Storage, segment: LogSegment, ta
             commit_info = None
     log_dir = join_path(table_root, "_delta_log")
     sidecars = [absolute_path(s["path"], join_path(log_dir, "_sidecars")) for s in row["sidecars"] or []]
-    for sidecar in sidecars:
-        if not storage.exists(sidecar):
-            assert segment.checkpoint is not None
-            raise CorruptLogError(
-                sidecar, f"sidecar referenced by checkpoint {segment.checkpoint.files[0].name} does not exist"
-            )
+    missing = storage.missing(sidecars)
+    if missing:
+        assert segment.checkpoint is not None
+        checkpoint_name = segment.checkpoint.files[0].name
+        raise CorruptLogError(
+            missing[0], f"{len(missing)} sidecar(s) referenced by checkpoint {checkpoint_name} do not exist"
+        )
     snapshot = Snapshot(spark, storage, table_root, segment, protocol, metadata, commit_info, sidecars)
     log.info(
         "Loaded %s: protocol (%d, %d), %d partition column(s), %d sidecar(s)",

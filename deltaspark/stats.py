@@ -89,8 +89,7 @@ def parse_stats_json(stats: Column, physical: StructType, logical: StructType) -
     return F.from_json(stats, physical).cast(logical)
 
 
-def conform_parsed_stats(
-    column: Column, written: DataType, physical: StructType, logical: StructType
-) -> Column:
-    """A checkpoint's `stats_parsed`, in whatever layout its writer chose, to the logical struct."""
-    return conform_by_name(column, written, physical).cast(logical)
+def conform_parsed_stats(column: Column, written: DataType, physical: StructType) -> Column:
+    """A checkpoint's `stats_parsed`, in whatever layout its writer chose, realigned by name to the
+    table's physical stats struct (missing fields null, leaves cast)."""
+    return conform_by_name(column, written, physical)

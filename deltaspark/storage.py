@@ -64,6 +64,10 @@ class Storage(ABC):
     @abstractmethod
     def exists(self, path: str) -> bool: ...
 
+    def missing(self, paths: list[str]) -> list[str]:
+        """The given files that do not exist."""
+        return [p for p in paths if not self.exists(p)]
+
 
 class HadoopStorage(Storage):
     def __init__(self, spark: SparkSession) -> None:
@@ -122,6 +126,10 @@ class HadoopStorage(Storage):
             stream.close()
 
 
+def _glob_escape(name: str) -> str:
+    return "".join("\\" + ch if ch in "{}[]*?,\\" else ch for ch in name)
+
+
 def _is_missing_path_error(exc: Exception) -> bool:
     text = str(exc)
     return "PATH_NOT_FOUND" in text or "Path does not exist" in text or "FileNotFound" in text
@@ -155,6 +163,18 @@ class DataFrameStorage(Storage):
 
     def exists(self, path: str) -> bool:
         return self._scan(path, None) is not None
+
+    def missing(self, paths: list[str]) -> list[str]:
+        # One scan per directory instead of one per file (each scan is a Spark job).
+        by_dir: dict[str, list[str]] = {}
+        for p in paths:
+            by_dir.setdefault(parent_of(p), []).append(p)
+        absent = []
+        for directory, files in by_dir.items():
+            names = ",".join(_glob_escape(name_of(p)) for p in files)
+            found = {s.name for s in self.list_dir(directory, "{" + names + "}") or []}
+            absent += [p for p in files if name_of(p) not in found]
+        return absent
 
     def list_dir(self, path: str, name_glob: str | None = None) -> list[FileStatus] | None:
         statuses = self._scan(path, name_glob)

@@ -11,7 +11,7 @@ from .commit_timestamps import to_epoch_ms, version_at_timestamp
 from .errors import InvalidArgumentError, TableNotFoundError
 from .history import history_frame
 from .log_files import LogFile, LogFileKind
-from .log_listing import list_log_files, log_dir_of, plan_segment, table_root_from
+from .log_listing import list_log_files, log_dir_of, plan_segment, read_last_checkpoint, table_root_from
 from .snapshot import Snapshot, _conf, load_snapshot
 from .storage import Storage, storage_for
 
@@ -34,12 +34,16 @@ class DeltaTable:
     def forPath(cls, spark: SparkSession, path: str) -> DeltaTable:
         """The Delta table at `path`; raises `TableNotFoundError` if there is none."""
         table = cls(spark, path)
-        listing = list_log_files(table._storage, log_dir_of(table._path))
-        if listing is None:
-            raise TableNotFoundError(path)
-        if not any(f.kind is LogFileKind.COMMIT or f.is_checkpoint for f in listing):
-            raise TableNotFoundError(path, "no commit or checkpoint files in _delta_log")
-        return table
+        log_dir = log_dir_of(table._path)
+        hint = read_last_checkpoint(table._storage, log_dir)
+        # With a hint only the tail of the log is listed; without one (or if it lies) all of it.
+        for start in ([hint.version] if hint else []) + [None]:
+            listing = list_log_files(table._storage, log_dir, from_version=start)
+            if listing is None:
+                raise TableNotFoundError(path)
+            if any(f.kind is LogFileKind.COMMIT or f.is_checkpoint for f in listing):
+                return table
+        raise TableNotFoundError(path, "no commit or checkpoint files in _delta_log")
 
     @classmethod
     def isDeltaTable(cls, spark: SparkSession, path: str) -> bool:

@@ -196,6 +196,7 @@ def test_corrupt_checkpoint_file_is_named(spark, log):
         DeltaTable.forPath(spark, log.path).snapshot()
 
 
+@pytest.mark.connect
 def test_missing_sidecar_is_named(spark, log):
     v2 = protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"])
     log.commit(0, v2, metadata(), add("a"))

@@ -6,6 +6,7 @@ import json
 import time
 
 import pytest
+from chispa import assert_df_equality
 
 from deltaspark import DeltaTable
 from tests.log_builder import add, commit_info, domain, dv, metadata, protocol, remove, txn
@@ -176,9 +177,13 @@ def test_transactions_latest_per_app_even_when_version_decreases(spark, log):
 def test_transactions_from_checkpoint_and_tail(spark, log):
     log.commit(0, protocol(), metadata(), txn("a", 1), txn("b", 1))
     log.classic_checkpoint(0, [protocol(), metadata(), txn("a", 1), txn("b", 1)])
-    log.commit(1, txn("b", 2), txn("c", 1))
-    rows = table(spark, log).transactions().collect()
-    assert sorted((r["appId"], r["version"]) for r in rows) == [("a", 1), ("b", 2), ("c", 1)]
+    log.commit(1, txn("b", 2), txn("c", 1, last_updated=5))
+    expected = spark.createDataFrame(
+        [("a", 1, None), ("b", 2, None), ("c", 1, 5)], "appId string, version long, lastUpdated long"
+    )
+    assert_df_equality(
+        table(spark, log).transactions(), expected, ignore_row_order=True, ignore_nullable=True
+    )
 
 
 def test_transaction_retention_drops_stale_and_undated_transactions(spark, log):
@@ -397,3 +402,39 @@ def test_column_mapping_physical_names_in_partition_values_and_stats(spark, log)
     assert row["partitionValues_parsed"].asDict() == {"region": "eu"}
     assert row["stats_parsed"]["minValues"].asDict() == {"id": 4}
     assert row["stats_parsed"]["maxValues"]["id"] == 8
+
+
+def _scan_ancestors(plan: str, marker: str) -> list[str]:
+    """Operators above the first plan line containing `marker`, nearest first."""
+    lines = [line for line in plan.splitlines() if line.strip()]
+
+    def depth(line: str) -> int:
+        return len(line) - len(line.lstrip(" :+-"))
+
+    index = next(i for i, line in enumerate(lines) if marker in line)
+    level, ancestors = depth(lines[index]), []
+    for line in reversed(lines[:index]):
+        if depth(line) < level:
+            ancestors.append(line.strip(" :+-"))
+            level = depth(line)
+    return ancestors
+
+
+def test_small_tail_leaves_the_checkpoint_unshuffled(spark, log, capsys):
+    """With a small tail the checkpoint is filtered by broadcast anti-joins, never shuffled; with
+    the union plan it is shuffled by path (the plan a long tail needs)."""
+    log.commit(0, protocol(), metadata(), add("a"), add("b"))
+    log.classic_checkpoint(0, [protocol(), metadata(), add("a"), add("b")])
+    log.commit(1, remove("a", NOW))
+    key = "spark.deltaspark.replay.broadcastTailBytes"
+    try:
+        for limit, shuffled in ((str(1 << 30), False), ("0", True)):
+            spark.conf.set(key, limit)
+            table(spark, log).files().select("path").explain()
+            above_checkpoint = _scan_ancestors(capsys.readouterr().out, "FileScan parquet")
+            exchanges = [op for op in above_checkpoint if op.startswith("Exchange hashpartitioning")]
+            assert bool(exchanges) is shuffled, above_checkpoint
+            if not shuffled:
+                assert any(op.startswith("BroadcastHashJoin") and "LeftAnti" in op for op in above_checkpoint)
+    finally:
+        spark.conf.unset(key)
