@@ -7,14 +7,19 @@ snap.files().show()             # live files, as a DataFrame
 """
 
 from .errors import (
+    ChangeDataNotRecordedError,
+    CheckpointWriteError,
     CorruptLogError,
     DeltaSparkError,
     InvalidArgumentError,
     MissingActionError,
+    MissingDataFileError,
     NonContiguousVersionsError,
     TableNotFoundError,
     TimestampOutOfRangeError,
     UnsupportedFeatureError,
+    UnsupportedSessionError,
+    UnsupportedWriterFeatureError,
     VersionNotFoundError,
 )
 from .metadata import Metadata
@@ -25,18 +30,23 @@ from .table import DeltaTable
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChangeDataNotRecordedError",
+    "CheckpointWriteError",
     "CorruptLogError",
     "DeltaSparkError",
     "DeltaTable",
     "InvalidArgumentError",
     "Metadata",
     "MissingActionError",
+    "MissingDataFileError",
     "NonContiguousVersionsError",
     "Protocol",
     "Snapshot",
     "TableNotFoundError",
     "TimestampOutOfRangeError",
     "UnsupportedFeatureError",
+    "UnsupportedSessionError",
+    "UnsupportedWriterFeatureError",
     "VersionNotFoundError",
     "__version__",
 ]

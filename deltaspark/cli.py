@@ -10,6 +10,7 @@ import argparse
 import datetime as dt
 import json
 import logging
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ log = logging.getLogger("deltaspark")
 def _session(args: argparse.Namespace):  # noqa: ANN202 - SparkSession imported lazily
     from pyspark.sql import SparkSession
 
+    # Local Python workers (deletion vector decoding) run this interpreter unless told otherwise.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("deltaspark")
     if args.remote:
         builder = builder.remote(args.remote)
@@ -198,6 +201,50 @@ def cmd_demo(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     return 0
 
 
+def cmd_checkpoint(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from .table import DeltaTable
+
+    table = DeltaTable.forPath(spark, args.path)
+    result = table.checkpoint(
+        version=args.version, actionsPerPart=args.actions_per_part, v2Format=args.v2_format
+    )
+    if args.json:
+        print(json.dumps(result.asDict(), default=str, indent=2))
+        return 0
+    print(
+        f"Wrote a {result.kind} checkpoint of version {result.version} in {result.seconds:.1f}s: "
+        f"{result.numOfAddFiles:,} file(s), {result.numOfRemoves:,} tombstone(s), "
+        f"{result.numActions:,} action(s), {_human_bytes(result.sizeInBytes)}"
+    )
+    for name in result.files:
+        print(f"  _delta_log/{name}")
+    for name in result.sidecars:
+        print(f"  _delta_log/_sidecars/{name}")
+    if result.keptExisting:
+        print(f"Already there (kept): {', '.join(result.keptExisting)}")
+    return 0
+
+
+def cmd_cleanup(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from .table import DeltaTable
+
+    result = DeltaTable.forPath(spark, args.path).cleanupLog(dryRun=args.dry_run)
+    if args.json:
+        print(json.dumps(result.asDict(), default=str, indent=2))
+        return 0
+    if result.skipped:
+        print(f"Nothing to delete: {result.skipped}")
+        return 0
+    verb = "Would delete" if result.dryRun else "Deleted"
+    print(
+        f"{verb} {result.numFiles} log file(s) (retention {result.logRetentionDuration}, cutoff "
+        f"{result.cutoffTimestamp}); versions from checkpoint {result.checkpointVersion} on are kept"
+    )
+    for path in result.files:
+        print(f"  {path}")
+    return 0
+
+
 def _add_version_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--version", type=int, help="read the table at this version")
@@ -232,6 +279,20 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", type=int, default=None)
     history.add_argument("--json", action="store_true")
     history.set_defaults(func=cmd_history)
+
+    checkpoint = commands.add_parser("checkpoint", help="write a checkpoint (distributed write)")
+    checkpoint.add_argument("path")
+    checkpoint.add_argument("--version", type=int, help="checkpoint this version (default: the latest)")
+    checkpoint.add_argument("--actions-per-part", type=int, help="file actions per part or sidecar")
+    checkpoint.add_argument("--v2-format", choices=["json", "parquet"], help="V2 top-level file format")
+    checkpoint.add_argument("--json", action="store_true")
+    checkpoint.set_defaults(func=cmd_checkpoint)
+
+    cleanup = commands.add_parser("cleanup", help="delete log files older than delta.logRetentionDuration")
+    cleanup.add_argument("path")
+    cleanup.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
+    cleanup.add_argument("--json", action="store_true")
+    cleanup.set_defaults(func=cmd_cleanup)
 
     demo = commands.add_parser("demo", help="build a sample table and run the other commands on it")
     demo.add_argument("--path", help="folder to build the sample table in (default: a new temp folder)")

@@ -91,13 +91,12 @@ def in_commit_timestamps(spark: SparkSession, commits: Sequence[LogFile]) -> dic
     return {int(r["version"]): int(r["ict"]) for r in rows if r["ict"] is not None}
 
 
-def version_at_timestamp(
-    spark: SparkSession,
-    commits: Sequence[LogFile],
-    ict: InCommitTimestamps,
-    timestamp_ms: int,
-) -> int:
-    """The latest version committed at or before `timestamp_ms`."""
+def _candidate_times(
+    spark: SparkSession, commits: Sequence[LogFile], ict: InCommitTimestamps, timestamp_ms: int
+) -> tuple[dict[int, int], dict[int, int]]:
+    """(every commit's time, the commits a timestamp may resolve to) under the protocol's rule:
+    at or after the enablement timestamp only in-commit-timestamp versions count, before it only
+    the earlier ones."""
     commit_files = [c for c in commits if c.kind is LogFileKind.COMMIT]
     if not commit_files:
         raise TimestampOutOfRangeError("The table has no commit files to resolve a timestamp against")
@@ -105,17 +104,21 @@ def version_at_timestamp(
     ict_files = [c for c in commit_files if ict.applies_to(c.version)]
     ict_times = in_commit_timestamps(spark, ict_files) if ict_files else {}
     times = {v: t for v, t in file_times.items() if not ict.applies_to(v)}
-    use_ict = ict.enabled and (
-        ict.enablement_timestamp is None
-        or timestamp_ms >= ict.enablement_timestamp
-        or not times  # every remaining commit has an in-commit timestamp
+    use_ict = bool(ict_times) and (
+        ict.enablement_timestamp is None or timestamp_ms >= ict.enablement_timestamp or not times
     )
-    candidates = ict_times if use_ict else times
-    if use_ict and not ict_times:
-        candidates = times
-    every = {**times, **ict_times}
-    latest_version = max(every)
-    earliest_version = min(every)
+    return {**times, **ict_times}, (ict_times if use_ict else times)
+
+
+def version_at_timestamp(
+    spark: SparkSession,
+    commits: Sequence[LogFile],
+    ict: InCommitTimestamps,
+    timestamp_ms: int,
+) -> int:
+    """The latest version committed at or before `timestamp_ms`."""
+    every, candidates = _candidate_times(spark, commits, ict, timestamp_ms)
+    latest_version, earliest_version = max(every), min(every)
     if timestamp_ms > every[latest_version]:
         raise TimestampOutOfRangeError(
             f"The timestamp {_fmt(timestamp_ms)} is after the latest commit (version {latest_version} at "
@@ -128,3 +131,21 @@ def version_at_timestamp(
             f"{earliest_version} at {_fmt(every[earliest_version])})"
         )
     return max(eligible)
+
+
+def first_version_at_or_after(
+    spark: SparkSession,
+    commits: Sequence[LogFile],
+    ict: InCommitTimestamps,
+    timestamp_ms: int,
+) -> int:
+    """The earliest version committed at or after `timestamp_ms` (a change feed's start)."""
+    every, candidates = _candidate_times(spark, commits, ict, timestamp_ms)
+    eligible = [v for v, t in {**every, **candidates}.items() if t >= timestamp_ms]
+    if not eligible:
+        latest = max(every)
+        raise TimestampOutOfRangeError(
+            f"The timestamp {_fmt(timestamp_ms)} is after the latest commit (version {latest} at "
+            f"{_fmt(every[latest])})"
+        )
+    return min(eligible)

@@ -1,7 +1,8 @@
 """A small sample Delta table, written with pyarrow and plain JSON commits, for `deltaspark demo`.
 
 Four commits: create and insert, append, a delete that rewrites a file, and an append carrying an
-application transaction id. Data files are real parquet with real per-file statistics, so every
+application transaction id. The change data feed is enabled (without CDC files, so changes are
+derived from the added and removed files). Data files are real parquet with real per-file statistics, so every
 CLI command has something to show.
 """
 
@@ -118,7 +119,7 @@ def build_demo_table(root: str | os.PathLike[str]) -> str:
         log_dir,
         0,
         [
-            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 4}},
             {
                 "metaData": {
                     "id": str(uuid.uuid4()),
@@ -127,7 +128,7 @@ def build_demo_table(root: str | os.PathLike[str]) -> str:
                     "format": {"provider": "parquet", "options": {}},
                     "schemaString": json.dumps(SCHEMA),
                     "partitionColumns": ["region"],
-                    "configuration": {"delta.checkpointInterval": "10"},
+                    "configuration": {"delta.checkpointInterval": "10", "delta.enableChangeDataFeed": "true"},
                     "createdTime": int(time.time() * 1000),
                 }
             },

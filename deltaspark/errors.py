@@ -79,3 +79,41 @@ class UnsupportedFeatureError(DeltaSparkError):
 
 class InvalidArgumentError(DeltaSparkError, ValueError):
     """An argument to a deltaspark API is malformed or contradictory."""
+
+
+class ChangeDataNotRecordedError(DeltaSparkError):
+    """The change data feed was not enabled (`delta.enableChangeDataFeed`) at versions of a range."""
+
+    def __init__(self, path: str, start: int, end: int, versions: Iterable[int]) -> None:
+        self.path, self.start, self.end = path, start, end
+        self.versions = sorted(versions)
+        shown = ", ".join(str(v) for v in self.versions[:20]) + (" ..." if len(self.versions) > 20 else "")
+        super().__init__(
+            f"Change data of {path} for versions {start} to {end} is not available: "
+            f"delta.enableChangeDataFeed was not true at version(s) {shown}"
+        )
+
+
+class MissingDataFileError(DeltaSparkError):
+    """A data file the log lists as part of the table does not exist."""
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        self.path = path
+        super().__init__(
+            f"Data file listed in the Delta log does not exist: {path}" + (f" ({detail})" if detail else "")
+        )
+
+
+class UnsupportedWriterFeatureError(UnsupportedFeatureError):
+    """The table lists a writer feature deltaspark does not implement, so deltaspark must not change
+    its log (write a checkpoint, delete expired log files); `features` names them."""
+
+
+class UnsupportedSessionError(DeltaSparkError):
+    """The operation needs a classic Spark session: files are moved into `_delta_log` through Hadoop's
+    FileSystem over py4j, which a Spark Connect session does not expose."""
+
+
+class CheckpointWriteError(DeltaSparkError):
+    """A checkpoint could not be written, or what was written failed verification; nothing of it was
+    made visible in `_delta_log`."""

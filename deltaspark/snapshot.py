@@ -22,12 +22,14 @@ from pyspark.sql.types import DataType, StructField, StructType
 from . import action_schemas as schemas
 from .column_mapping import column_mapping_mode
 from .commit_timestamps import InCommitTimestamps
+from .data_skipping import DEFAULT_STRING_PREFIX_LENGTH, FileFilter
 from .durations import DEFAULT_DELETED_FILE_RETENTION, parse_interval_ms
 from .errors import CorruptLogError, MissingActionError
 from .log_segment import LogSegment
 from .metadata import Metadata
 from .partition_values import partition_fields, typed_partition_values
 from .paths import absolute_path
+from .predicates import from_filter
 from .protocol import Protocol, check_readable
 from .reconciliation import file_action_rows, newest_per, reconcile_files
 from .replay import (
@@ -38,6 +40,7 @@ from .replay import (
     read_parquet_actions,
 )
 from .schema import drop_void_fields
+from .spark_compat import conf_get
 from .stats import conform_parsed_stats, parse_stats_json, stats_schema
 from .storage import Storage, join_path
 
@@ -49,14 +52,6 @@ DEFAULT_BROADCAST_TAIL_BYTES = 128 * 1024 * 1024
 
 def _union(left: DataFrame, right: DataFrame) -> DataFrame:
     return left.unionByName(right)
-
-
-def _conf(spark: SparkSession, key: str, default: str) -> str:
-    try:
-        value = spark.conf.get(key, default)
-    except Exception:  # some Connect servers reject unknown keys with a default
-        value = default
-    return value if value is not None else default
 
 
 class Snapshot:
@@ -197,7 +192,7 @@ class Snapshot:
         return read_json_actions(self._spark, files, kinds, select_lines=False)
 
     def _use_broadcast(self) -> bool:
-        limit = int(_conf(self._spark, BROADCAST_TAIL_BYTES_CONF, str(DEFAULT_BROADCAST_TAIL_BYTES)))
+        limit = int(conf_get(self._spark, BROADCAST_TAIL_BYTES_CONF, str(DEFAULT_BROADCAST_TAIL_BYTES)))
         return self.segment.tail_bytes <= limit
 
     def _reconciled_file_rows(self) -> DataFrame:
@@ -229,17 +224,50 @@ class Snapshot:
         return reconcile_files(checkpoint_rows, tail_rows, broadcast)
 
     # ---- the state, as DataFrames ----------------------------------------------------------------
-    def files(self) -> DataFrame:
+    def files(self, filter: Any = None) -> DataFrame:  # noqa: A002 - PySpark's own name for it
         """One row per live logical file (`add` action after reconciliation).
 
         Columns: the `add` fields, plus `partitionValues_parsed` (typed, logical names) and
         `stats_parsed` (numRecords/minValues/maxValues/nullCount/tightBounds, logical names).
+        With `filter` (a Column or SQL string over the table's columns) only files that may hold
+        matching rows are returned: pruned by partition values and by statistics.
         """
+        files = self._all_files()
+        if filter is None:
+            return files
+        return files.where(self._file_filter().keep(from_filter(filter)))
+
+    def _file_filter(self) -> FileFilter:
+        schema = drop_void_fields(self.schema)
+        fields = partition_fields(schema, self.metadata.partitionColumns)
+        names = {f.name.lower() for f in fields}
+        prefix = int(
+            self.configuration.get("delta.dataSkippingStringPrefixLength", DEFAULT_STRING_PREFIX_LENGTH)
+        )
+        return FileFilter(
+            StructType([f for f in schema.fields if f.name.lower() not in names]), StructType(fields), prefix
+        )
+
+    def toDF(self, filter: Any = None, rowTracking: bool = False) -> DataFrame:  # noqa: A002
+        """The table's rows at this version, in its logical schema.
+
+        `filter` (Column or SQL string) prunes files by partition values and statistics and is
+        then applied to the rows. `rowTracking=True` adds `_metadata.row_id` and
+        `_metadata.row_commit_version` (tables with row tracking enabled).
+        """
+        from .scan import read_files
+
+        rows = read_files(self, self.files(filter), row_tracking=rowTracking)
+        return rows if filter is None else rows.where(filter)
+
+    def _all_files(self) -> DataFrame:
         physical_stats, logical_stats = self._stats_schemas
         mode = self.columnMappingMode
         fields = partition_fields(drop_void_fields(self.schema), self.metadata.partitionColumns)
         rows = self._reconciled_file_rows().where("is_add")
-        stats_json = F.coalesce(F.col("add.stats"), F.to_json("checkpoint_stats"))
+        # Stats kept only as a struct are rendered as JSON the way Delta writes them (UTC, `Z`).
+        utc = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX", "timeZone": "UTC"}
+        stats_json = F.coalesce(F.col("add.stats"), F.to_json("checkpoint_stats", utc))
         parsed = F.coalesce(
             F.col("checkpoint_stats").cast(logical_stats),
             parse_stats_json(F.col("add.stats"), physical_stats, logical_stats),

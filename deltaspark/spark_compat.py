@@ -44,3 +44,12 @@ def url_decode(column: Column) -> Column:
     protected = F.regexp_replace(column, r"\+", "%2B")
     decoder = getattr(F, "try_url_decode", None) or F.url_decode
     return decoder(protected)
+
+
+def conf_get(spark: SparkSession, key: str, default: str) -> str:
+    """A session setting, or `default` (some Connect servers reject unknown keys with a default)."""
+    try:
+        value = spark.conf.get(key, default)
+    except Exception:
+        value = default
+    return value if value is not None else default

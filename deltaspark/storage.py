@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from .errors import UnsupportedSessionError
 from .spark_compat import is_connect
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,41 @@ class Storage(ABC):
     def missing(self, paths: list[str]) -> list[str]:
         """The given files that do not exist."""
         return [p for p in paths if not self.exists(p)]
+
+    # ---- changing files: checkpoints and metadata cleanup (classic sessions only) ---------------
+    def _cannot_write(self, operation: str) -> UnsupportedSessionError:
+        return UnsupportedSessionError(
+            f"Cannot {operation} on a Spark Connect session: deltaspark moves and deletes files in "
+            "_delta_log through Hadoop's FileSystem over py4j, which Spark Connect does not expose; "
+            "use a classic session (spark-submit, pyspark, a notebook attached to the cluster)"
+        )
+
+    def status(self, path: str) -> FileStatus | None:
+        """A file's status; `None` when it does not exist."""
+        raise self._cannot_write("stat files")
+
+    def list_subdirs(self, path: str) -> list[FileStatus]:
+        """The directories directly in `path` (empty when `path` does not exist)."""
+        raise self._cannot_write("list directories")
+
+    def mkdirs(self, path: str) -> None:
+        raise self._cannot_write("create directories")
+
+    def write_text(self, path: str, text: str, overwrite: bool = False) -> None:
+        """Create a small UTF-8 file; fails if it exists unless `overwrite`."""
+        raise self._cannot_write("write files")
+
+    def rename(self, src: str, dst: str) -> bool:
+        """Move `src` to `dst` unless `dst` exists: never overwrites (False when `dst` was there)."""
+        raise self._cannot_write("rename files")
+
+    def replace(self, src: str, dst: str) -> None:
+        """Move `src` over `dst`, for hints meant to be overwritten such as `_last_checkpoint`."""
+        raise self._cannot_write("rename files")
+
+    def delete(self, path: str, recursive: bool = False) -> bool:
+        """Delete a file (or a directory with `recursive`); False when there was nothing to delete."""
+        raise self._cannot_write("delete files")
 
 
 class HadoopStorage(Storage):
@@ -124,6 +160,65 @@ class HadoopStorage(Storage):
             return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
         finally:
             stream.close()
+
+    def status(self, path: str) -> FileStatus | None:
+        fs, jpath = self._fs_and_path(path)
+        if not fs.exists(jpath):
+            return None
+        s = fs.getFileStatus(jpath)
+        return FileStatus(
+            str(s.getPath().toString()),
+            str(s.getPath().getName()),
+            int(s.getLen()),
+            int(s.getModificationTime()),
+        )
+
+    def list_subdirs(self, path: str) -> list[FileStatus]:
+        fs, jpath = self._fs_and_path(path)
+        if not fs.exists(jpath):
+            return []
+        return [
+            FileStatus(
+                str(s.getPath().toString()), str(s.getPath().getName()), 0, int(s.getModificationTime())
+            )
+            for s in fs.listStatus(jpath)
+            if s.isDirectory()
+        ]
+
+    def mkdirs(self, path: str) -> None:
+        fs, jpath = self._fs_and_path(path)
+        fs.mkdirs(jpath)
+
+    def write_text(self, path: str, text: str, overwrite: bool = False) -> None:
+        fs, jpath = self._fs_and_path(path)
+        stream = fs.create(jpath, overwrite)
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+        finally:
+            stream.close()
+
+    def rename(self, src: str, dst: str) -> bool:
+        fs, jsrc = self._fs_and_path(src)
+        _, jdst = self._fs_and_path(dst)
+        # HDFS and object stores refuse to rename onto an existing file, but the local filesystem
+        # silently replaces it: check first, so that no engine's log file is ever overwritten.
+        if fs.exists(jdst):
+            return False
+        return bool(fs.rename(jsrc, jdst))
+
+    def replace(self, src: str, dst: str) -> None:
+        fs, jsrc = self._fs_and_path(src)
+        _, jdst = self._fs_and_path(dst)
+        for _ in range(5):  # rename fails while `dst` exists on most stores; delete it and retry
+            if fs.rename(jsrc, jdst):
+                return
+            if fs.exists(jdst):
+                fs.delete(jdst, False)
+        raise OSError(f"could not move {src} to {dst}")
+
+    def delete(self, path: str, recursive: bool = False) -> bool:
+        fs, jpath = self._fs_and_path(path)
+        return bool(fs.delete(jpath, recursive))
 
 
 def _glob_escape(name: str) -> str:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from .commit_timestamps import to_epoch_ms, version_at_timestamp
+from .commit_timestamps import first_version_at_or_after, to_epoch_ms, version_at_timestamp
 from .errors import InvalidArgumentError, TableNotFoundError
 from .history import history_frame
 from .log_files import LogFile, LogFileKind
 from .log_listing import list_log_files, log_dir_of, plan_segment, read_last_checkpoint, table_root_from
-from .snapshot import Snapshot, _conf, load_snapshot
+from .snapshot import Snapshot, load_snapshot
+from .spark_compat import conf_get
 from .storage import Storage, storage_for
 
 log = logging.getLogger(__name__)
@@ -61,7 +63,7 @@ class DeltaTable:
         return f"DeltaTable({self._path!r})"
 
     def _use_compactions(self) -> bool:
-        return _conf(self._spark, USE_COMPACTIONS_CONF, "true").lower() == "true"
+        return conf_get(self._spark, USE_COMPACTIONS_CONF, "true").lower() == "true"
 
     def snapshot(self, version: int | None = None, timestamp: TimestampLike | None = None) -> Snapshot:
         """The table at the latest version, at `version`, or as of `timestamp`."""
@@ -87,6 +89,45 @@ class DeltaTable:
         root = table_root_from(list(segment.listing), self._storage, self._path)
         return load_snapshot(self._spark, self._storage, segment, root)
 
+    def toDF(self, filter: Any = None, rowTracking: bool = False) -> DataFrame:  # noqa: A002
+        """The latest version's rows; see `Snapshot.toDF`."""
+        return self.snapshot().toDF(filter, rowTracking=rowTracking)
+
+    def changes(
+        self,
+        startingVersion: int | None = None,
+        endingVersion: int | None = None,
+        startingTimestamp: TimestampLike | None = None,
+        endingTimestamp: TimestampLike | None = None,
+    ) -> DataFrame:
+        """The change data feed between two versions (inclusive; the end defaults to the latest),
+        or between two timestamps: the table's columns plus `_change_type`, `_commit_version` and
+        `_commit_timestamp`. See `deltaspark.change_data_feed`."""
+        from .change_data_feed import read_changes
+
+        if (startingVersion is None) == (startingTimestamp is None):
+            raise InvalidArgumentError("Give exactly one of startingVersion and startingTimestamp")
+        if endingVersion is not None and endingTimestamp is not None:
+            raise InvalidArgumentError("Give at most one of endingVersion and endingTimestamp")
+        if startingTimestamp is not None or endingTimestamp is not None:
+            listing = list_log_files(self._storage, log_dir_of(self._path)) or []
+            latest = self._load(None, listing)
+            ict = latest.inCommitTimestamps
+            if startingTimestamp is not None:
+                wanted = to_epoch_ms(self._spark, startingTimestamp)
+                startingVersion = first_version_at_or_after(self._spark, listing, ict, wanted)
+            if endingTimestamp is not None:
+                wanted = to_epoch_ms(self._spark, endingTimestamp)
+                endingVersion = version_at_timestamp(self._spark, listing, ict, wanted)
+        assert startingVersion is not None
+        return read_changes(self, startingVersion, endingVersion)
+
+    def detail(self) -> DataFrame:
+        """One row describing the table, like DESCRIBE DETAIL."""
+        from .table_detail import detail_frame
+
+        return detail_frame(self.snapshot())
+
     def history(self, limit: int | None = None) -> DataFrame:
         """`commitInfo` of every commit in the log, newest first (like DESCRIBE HISTORY)."""
         listing = list_log_files(self._storage, log_dir_of(self._path))
@@ -94,3 +135,19 @@ class DeltaTable:
             raise TableNotFoundError(self._path)
         latest = self._load(None, listing)
         return history_frame(self._spark, listing, latest.inCommitTimestamps, limit)
+
+    def checkpoint(  # noqa: ANN201
+        self, version: int | None = None, actionsPerPart: int | None = None, v2Format: str | None = None
+    ):
+        """Write a checkpoint of the latest version (or `version`) as a distributed write; returns a
+        `CheckpointResult`. See `deltaspark.checkpoint_writer`."""
+        from .checkpoint_writer import checkpoint_table
+
+        return checkpoint_table(self, version, actionsPerPart, v2Format)
+
+    def cleanupLog(self, dryRun: bool = True):  # noqa: ANN201
+        """Metadata cleanup: delete log files older than `delta.logRetentionDuration` that no retained
+        version needs; with `dryRun` (the default) only list them. Returns a `LogCleanupResult`."""
+        from .log_cleanup import cleanup_log
+
+        return cleanup_log(self, dryRun)

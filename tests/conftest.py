@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,9 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def spark():
     from pyspark.sql import SparkSession
+
+    # Python workers (mapInArrow) must run this interpreter, which has pyarrow and pyroaring.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     if CONNECT:
         session = (

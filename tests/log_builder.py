@@ -274,3 +274,24 @@ class LogBuilder:
         document: dict[str, Any] = {"version": version, "size": 1, **fields}
         document["checksum"] = checksum if checksum is not None else checksum_of(document)
         return self.raw("_last_checkpoint", json.dumps(document))
+
+
+def write_parquet(root: Path, relative: str, table: pa.Table) -> dict:
+    """Write a data file under the table root; returns an `add` action for it with real stats."""
+    path = Path(root) / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    stats: dict[str, Any] = {"numRecords": table.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
+    for name in table.column_names:
+        column = table.column(name)
+        stats["nullCount"][name] = column.null_count
+        if (
+            pa.types.is_integer(column.type)
+            or pa.types.is_floating(column.type)
+            or pa.types.is_string(column.type)
+        ):
+            values = [v for v in column.to_pylist() if v is not None]
+            if values:
+                stats["minValues"][name] = min(values)
+                stats["maxValues"][name] = max(values)
+    return add(relative, size=path.stat().st_size, stats=stats)

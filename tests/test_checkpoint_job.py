@@ -1,0 +1,260 @@
+"""The scheduled checkpoint job (`jobs/checkpoint_job.py`) and the `checkpoint` / `cleanup` commands:
+in process on the test session, and submitted with `spark-submit` to a real standalone cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from deltaspark import DeltaTable
+from deltaspark.cli import main as cli
+from tests.conftest import REPO
+from tests.log_builder import LogBuilder, add, commit_info, metadata, protocol
+
+DAY = 86_400_000
+NOW = int(time.time() * 1000)
+OLD = NOW - 60 * DAY
+
+
+def _load_job():
+    spec = importlib.util.spec_from_file_location("checkpoint_job", REPO / "jobs" / "checkpoint_job.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _table(
+    root: Path, commits: int, config: dict | None = None, v2: bool = False, old: bool = True
+) -> LogBuilder:
+    """A table of `commits` commits, each adding a file; sixty days old when `old`."""
+    log = LogBuilder(root)
+    features = ["v2Checkpoint"] if v2 else None
+    proto = protocol(3, 7, features, features) if v2 else protocol()
+    conf = {**(config or {}), **({"delta.checkpointPolicy": "v2"} if v2 else {})}
+    for v in range(commits):
+        first = [proto, metadata(configuration=conf)] if v == 0 else []
+        mtime = OLD + v * 1000 if old else NOW - (commits - v) * 60_000
+        log.commit(v, *first, add(f"f{v}"), commit_info(), mtime_ms=mtime)
+    return log
+
+
+def _checkpoints(log: LogBuilder) -> list[str]:
+    return sorted(n for n in os.listdir(log.log) if ".checkpoint." in n)
+
+
+# ---- the job, in process ---------------------------------------------------------------------------------
+
+
+def test_job_checkpoints_due_tables_cleans_their_logs_and_reports_failures(spark, tmp_path, capsys):
+    due = _table(tmp_path / "due", 12)  # 12 commits, no checkpoint: due (interval 10), all expired
+    fresh = _table(tmp_path / "fresh", 3)  # 3 commits: not due
+    custom = _table(tmp_path / "custom", 3, {"delta.checkpointInterval": "2"}, v2=True, old=False)
+    listing = tmp_path / "tables.txt"
+    listing.write_text(f"# nightly\n{fresh.path}\n{tmp_path / 'missing'}\n")
+    output = tmp_path / "summary.json"
+    code = _load_job().main(
+        [due.path, custom.path, "--paths-file", str(listing), "--output", str(output)], spark=spark
+    )
+
+    assert code == 1  # one table failed; the others were still maintained
+    summary = json.loads(output.read_text())
+    tables = {Path(t["path"]).name: t for t in summary["tables"]}
+    assert (summary["ok"], summary["failed"]) == (3, 1)
+    assert tables["missing"]["status"] == "failed" and "TableNotFoundError" in tables["missing"]["error"]
+
+    assert tables["due"]["checkpoint"]["kind"] == "classic" and tables["due"]["checkpoint"]["version"] == 11
+    assert _checkpoints(due) == [f"{11:020d}.checkpoint.parquet"]
+    # cleanup ran after the checkpoint: the new checkpoint is the boundary, older commits are gone
+    assert tables["due"]["cleanup"]["checkpointVersion"] == 11 and tables["due"]["cleanup"]["numFiles"] == 11
+    assert sorted(n for n in os.listdir(due.log) if n.endswith(".json")) == [f"{11:020d}.json"]
+    assert DeltaTable.forPath(spark, due.path).snapshot().summary()["numFiles"] == 12
+
+    assert tables["fresh"]["checkpoint"] is None and tables["fresh"]["commitsSinceCheckpoint"] == 3
+    assert _checkpoints(fresh) == [] and tables["fresh"]["cleanup"]["skipped"]
+    assert tables["custom"]["checkpointInterval"] == 2 and tables["custom"]["checkpoint"]["kind"] == "v2"
+    out = capsys.readouterr().out
+    assert "FAILED" in out and "not due" in out and "4 table(s): 3 ok, 1 failed" in out
+
+
+def test_job_options_interval_no_cleanup_and_dry_run(spark, tmp_path):
+    job = _load_job()
+    log = _table(tmp_path / "t", 4)
+    assert job.main([log.path, "--interval", "100", "--dry-run-cleanup"], spark=spark) == 0
+    assert _checkpoints(log) == []
+    assert (
+        job.main([log.path, "--interval", "4", "--no-cleanup", "--actions-per-part", "2"], spark=spark) == 0
+    )
+    assert len(_checkpoints(log)) == 2  # 4 file actions, 2 per part: a multi-part checkpoint
+    assert len([n for n in os.listdir(log.log) if n.endswith(".json")]) == 4  # --no-cleanup kept them
+    assert job.main([log.path, "--interval", "100", "--dry-run-cleanup"], spark=spark) == 0
+    assert len([n for n in os.listdir(log.log) if n.endswith(".json")]) == 4  # a dry run deletes nothing
+
+
+def test_the_job_is_also_the_console_script_for_wheel_tasks():
+    tomllib = pytest.importorskip("tomllib")
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    module, _, function = scripts["deltaspark-checkpoint-job"].partition(":")
+    assert getattr(importlib.import_module(module), function) is _load_job().main
+
+
+# ---- the command line ------------------------------------------------------------------------------------
+
+
+def test_cli_checkpoint_and_cleanup(spark, tmp_path, capsys):
+    log = _table(tmp_path / "t", 5)
+    assert cli(["cleanup", log.path, "--dry-run"]) == 0
+    assert "Nothing to delete: no usable checkpoint" in capsys.readouterr().out
+    assert cli(["checkpoint", log.path, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["kind"] == "classic" and result["version"] == 4 and result["numOfAddFiles"] == 5
+    assert cli(["cleanup", log.path, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "Would delete 4 log file(s)" in out and len(os.listdir(log.log)) == 7
+    assert cli(["cleanup", log.path, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["numFiles"] == 4
+    assert sorted(n for n in os.listdir(log.log) if n.endswith(".json")) == [f"{4:020d}.json"]
+    assert cli(["checkpoint", str(tmp_path / "nothing")]) == 2
+    assert "TableNotFoundError" in capsys.readouterr().err
+
+
+# ---- spark-submit to a standalone cluster ----------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(check, timeout: float, what: str) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with contextlib.suppress(Exception):
+            if check():
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"timed out waiting for {what}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def standalone_cluster(tmp_path_factory):
+    """A Spark standalone master and one worker (1 core, 1 GiB) on 127.0.0.1, from the installed pyspark;
+    both are stopped (with their process groups) when the module's tests are done."""
+    import pyspark
+
+    spark_home = Path(pyspark.__file__).parent
+    work = tmp_path_factory.mktemp("standalone")
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(spark_home),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(work / "logs"),
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    port, master_ui, worker_ui = _free_port(), _free_port(), _free_port()
+    spark_class = str(spark_home / "bin" / "spark-class")
+    processes = []
+    try:
+        processes.append(
+            subprocess.Popen(
+                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
+                + ["--port", str(port), "--webui-port", str(master_ui)],
+                env=env,
+                stdout=open(work / "master.log", "wb"),  # noqa: SIM115 - closed with the process
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
+        url = f"spark://127.0.0.1:{port}"
+        _wait_for(
+            lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() or True, 120, "master"
+        )
+        processes.append(
+            subprocess.Popen(
+                [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1"]
+                + ["--cores", "1", "--memory", "1g", "--webui-port", str(worker_ui), "--work-dir", str(work)],
+                env=env,
+                stdout=open(work / "worker.log", "wb"),  # noqa: SIM115 - closed with the process
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
+
+        def worker_alive() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{master_ui}/json/", timeout=2) as response:
+                return json.load(response).get("aliveworkers", 0) >= 1
+
+        _wait_for(worker_alive, 120, "the worker to register")
+        yield {"url": url, "env": env, "spark_home": spark_home, "work": work}
+    finally:
+        for proc in reversed(processes):
+            _stop(proc)
+
+
+def test_spark_submit_to_a_standalone_cluster(spark, standalone_cluster, tmp_path):
+    due = _table(tmp_path / "due", 10)
+    v2 = _table(tmp_path / "v2", 10, v2=True)
+    fresh = _table(tmp_path / "fresh", 2)
+    listing = tmp_path / "tables.txt"
+    listing.write_text("\n".join([due.path, v2.path, fresh.path]) + "\n")
+    summary = tmp_path / "summary.json"
+    cluster = standalone_cluster
+    env = {**cluster["env"], "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
+    command = [
+        str(cluster["spark_home"] / "bin" / "spark-submit"),
+        "--master",
+        cluster["url"],
+        "--conf",
+        "spark.executor.memory=512m",
+        "--conf",
+        "spark.driver.memory=1g",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.sql.shuffle.partitions=4",
+        str(REPO / "jobs" / "checkpoint_job.py"),
+        "--paths-file",
+        str(listing),
+        "--output",
+        str(summary),
+    ]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert "3 table(s): 3 ok, 0 failed" in proc.stdout
+    # The application really ran on the cluster: its executor was launched by the worker.
+    assert list(Path(cluster["work"]).glob("app-*/*/stderr")), "no executor ran on the worker"
+
+    tables = {Path(t["path"]).name: t for t in json.loads(summary.read_text())["tables"]}
+    assert tables["due"]["checkpoint"]["kind"] == "classic" and tables["v2"]["checkpoint"]["kind"] == "v2"
+    assert tables["fresh"]["checkpoint"] is None
+    for log, kind in ((due, "classic"), (v2, "uuid")):
+        snapshot = DeltaTable.forPath(spark, log.path).snapshot()
+        assert snapshot.version == 9 and snapshot.segment.checkpoint.version == 9
+        assert snapshot.segment.checkpoint.kind.value == kind and snapshot.segment.tail_files == ()
+        assert snapshot.summary()["numFiles"] == 10
+        assert [n for n in os.listdir(log.log) if re.fullmatch(r"\d{20}\.json", n)] == [f"{9:020d}.json"]
+    assert _checkpoints(fresh) == []

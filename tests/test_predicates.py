@@ -1,0 +1,41 @@
+"""The predicate language read off SQL text (no Spark needed)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from deltaspark.predicates import And, Cmp, In, IsNull, Lit, Not, Opaque, Or, Ref, parse_sql
+
+
+def test_comparisons_and_boolean_structure():
+    assert parse_sql("a > 1 AND (b = 'x' OR NOT c <= 2.5)") == And(
+        Cmp(">", Ref(("a",)), Lit(1)),
+        Or(Cmp("=", Ref(("b",)), Lit("x")), Not(Cmp("<=", Ref(("c",)), Lit(Decimal("2.5"))))),
+    )
+    assert parse_sql("a <> 1") == Cmp("!=", Ref(("a",)), Lit(1))
+    assert parse_sql("a == 1") == Cmp("=", Ref(("a",)), Lit(1))
+    assert parse_sql("a <=> NULL") == Cmp("<=>", Ref(("a",)), Lit(None))
+    assert parse_sql("5 < a") == Cmp("<", Lit(5), Ref(("a",)))
+
+
+def test_in_between_null_and_literals():
+    assert parse_sql("s.t IN (1, -2, 3L)") == In(Ref(("s", "t")), (Lit(1), Lit(-2), Lit(3)))
+    assert parse_sql("x NOT IN ('a')") == Not(In(Ref(("x",)), (Lit("a"),)))
+    assert parse_sql("x BETWEEN 1 AND 5") == And(
+        Cmp(">=", Ref(("x",)), Lit(1)), Cmp("<=", Ref(("x",)), Lit(5))
+    )
+    assert parse_sql("x IS NOT NULL") == Not(IsNull(Ref(("x",))))
+    assert parse_sql("flag = true") == Cmp("=", Ref(("flag",)), Lit(True))
+    assert parse_sql("`odd name`.`x``y` = 'it''s'") == Cmp("=", Ref(("odd name", "x`y")), Lit("it's"))
+
+
+def test_typed_literals_keep_their_sql_for_spark():
+    node = parse_sql("d >= DATE '2024-05-01' AND t < TIMESTAMP '2024-05-01 10:00:00'")
+    assert node.left.right == Lit("2024-05-01", sql="DATE '2024-05-01'")
+    assert node.right.right.sql == "TIMESTAMP '2024-05-01 10:00:00'"
+
+
+def test_what_pruning_cannot_use_is_opaque():
+    assert parse_sql("upper(name) = 'X'") == Cmp("=", Opaque("upper(...)"), Lit("X"))
+    assert isinstance(parse_sql("a +"), Opaque)
+    assert isinstance(parse_sql("a LIKE 'x%'"), Opaque)

@@ -1,0 +1,368 @@
+"""`toDF`: a table's rows, for every reader feature, against independent derivations."""
+
+from __future__ import annotations
+
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from deltaspark import (
+    CorruptLogError,
+    DeltaTable,
+    InvalidArgumentError,
+    MissingDataFileError,
+    UnsupportedFeatureError,
+    dv_codec,
+)
+from tests.log_builder import metadata, protocol, remove, write_parquet
+from tests.reference_rows import normalized_rows, reference_rows
+from tests.test_conformance import REFUSED, TABLES
+
+# Log-only tables: their data files are not part of the conformance copy.
+WITHOUT_DATA = {
+    "app-txn-with-last-updated",
+    "spark-variant-stable-feature-checkpoint",
+    "with_checkpoint_no_last_checkpoint",
+}
+DATA_TABLES = [t for t in TABLES if t not in REFUSED and t not in WITHOUT_DATA and not t.startswith("300k")]
+# One table per feature, also read through the distributed (executor-side pyarrow) path.
+DISTRIBUTED_SUBSET = [
+    "basic-dv-with-checkpoint",
+    "cdf-table-with-dv",
+    "column-mapping-id",
+    "data-reader-partition-values-column-mapping-name",
+    "data-reader-primitives-column-mapping-name",
+    "type-widening",
+    "parquet_row_group_skipping",
+    "spark-variant-checkpoint",
+    "timestamp-partitioned-table",
+    "v2-checkpoints-parquet-with-sidecars",
+    "with-short-dv",
+    "void-column",
+]
+
+
+def rows_of(df) -> list[tuple]:
+    return normalized_rows([r.asDict(recursive=True) for r in df.collect()])
+
+
+def deltalake_rows(path: str, snapshot) -> list[dict] | None:
+    """delta-rs's rows where it reads the table correctly; None where it cannot."""
+    if snapshot.columnMappingMode != "none":
+        return None  # delta-rs 1.6 returns nulls for column-mapped columns (checked: reference above)
+    from deltalake import DeltaTable as RsTable
+
+    try:
+        rows = RsTable(path).to_pyarrow_table().to_pylist()
+    except Exception as exc:  # noqa: BLE001 - e.g. deletion vectors, v2 checkpoints: "not yet supported"
+        assert "not yet supported" in str(exc) or "not supported" in str(exc), exc
+        return None
+    kept = set(snapshot.toDF().columns)  # deltaspark drops `void` columns, as the protocol recommends
+    return [{k: v for k, v in row.items() if k in kept} for row in rows]
+
+
+@pytest.mark.parametrize("name", DATA_TABLES)
+def test_rows_equal_an_independent_derivation(spark, conformance, name):
+    path = str(conformance / name)
+    snapshot = DeltaTable.forPath(spark, path).snapshot()
+    ours = rows_of(snapshot.toDF())
+    assert ours == normalized_rows(reference_rows(path))
+    theirs = deltalake_rows(path, snapshot)
+    if theirs is not None:
+        assert ours == normalized_rows(theirs)
+
+
+@pytest.mark.parametrize("name", sorted(WITHOUT_DATA))
+def test_missing_data_files_are_named(spark, conformance, name):
+    with pytest.raises(MissingDataFileError, match=r"does not exist: .*\.parquet"):
+        DeltaTable.forPath(spark, str(conformance / name)).toDF().collect()
+
+
+@pytest.mark.parametrize("name", DISTRIBUTED_SUBSET)
+def test_distributed_read_gives_the_same_rows(spark, conformance, name):
+    path = str(conformance / name)
+    spark.conf.set("spark.deltaspark.read.maxDriverFiles", "0")  # every table counts as "large"
+    try:
+        df = DeltaTable.forPath(spark, path).toDF()
+        assert "MapInArrow" in df._jdf.queryExecution().executedPlan().toString()
+        ours = rows_of(df)
+    finally:
+        spark.conf.unset("spark.deltaspark.read.maxDriverFiles")
+    assert ours == normalized_rows(reference_rows(path))
+
+
+@pytest.mark.connect
+@pytest.mark.parametrize(
+    "name", ["basic-dv-with-checkpoint", "data-reader-partition-values-column-mapping-name"]
+)
+def test_rows_on_spark_connect(spark, conformance, name):
+    path = str(conformance / name)
+    assert rows_of(DeltaTable.forPath(spark, path).toDF()) == normalized_rows(reference_rows(path))
+
+
+def test_time_travel_reads_old_rows(spark, conformance):
+    table = DeltaTable.forPath(spark, str(conformance / "cdf-table-with-dv"))
+    counts = [table.snapshot(version=v).toDF().count() for v in range(7)]
+    assert counts == [10, 8, 10, 6, 8, 9, 10]  # DVs added and removed, version by version
+
+
+# ---- deletion vectors, hand built --------------------------------------------------------------
+
+DV_PROTOCOL = protocol(3, 7, ["deletionVectors"], ["deletionVectors"])
+IDS = pa.table({"id": pa.array(range(10), pa.int64()), "part": pa.array(["x"] * 10)})
+
+
+def _dv_file(root, rows: list[int], prefix: str = "ab") -> tuple[dict, object]:
+    identifier = uuid.uuid4()
+    data = dv_codec.encode_bitmap(rows)
+    target = root / prefix / f"deletion_vector_{identifier}.bin"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(b"\x01" + dv_codec.frame(data))
+    descriptor = {
+        "storageType": "u",
+        "pathOrInlineDv": prefix + dv_codec.z85_encode(identifier.bytes),
+        "offset": 1,
+        "sizeInBytes": len(data),
+        "cardinality": len(rows),
+    }
+    return descriptor, target
+
+
+def _ids(df) -> list[int]:
+    return sorted(r["id"] for r in df.select("id").collect())
+
+
+def test_deletion_vectors_inline_relative_and_absolute(spark, log):
+    first = write_parquet(log.root, "a.parquet", IDS)
+    second = write_parquet(log.root, "b.parquet", IDS)
+    third = write_parquet(log.root, "c.parquet", IDS)
+    raw = dv_codec.encode_bitmap([0, 9])
+    inline = {
+        "storageType": "i",
+        "pathOrInlineDv": dv_codec.z85_encode(raw + b"\0" * (-len(raw) % 4)),
+        "sizeInBytes": len(raw),
+        "cardinality": 2,
+    }
+    relative, _ = _dv_file(log.root, [1, 2, 3])
+    absolute_dv, target = _dv_file(log.root, [4], prefix="")
+    absolute = {**absolute_dv, "storageType": "p", "pathOrInlineDv": target.as_uri()}
+    log.commit(
+        0,
+        DV_PROTOCOL,
+        metadata(),
+        {"add": {**first["add"], "deletionVector": inline}},
+        {"add": {**second["add"], "deletionVector": relative}},
+        {"add": {**third["add"], "deletionVector": absolute}},
+    )
+    ids = _ids(DeltaTable.forPath(spark, log.path).toDF())
+    expected = [i for i in range(10) if i not in (0, 9)] + [i for i in range(10) if i not in (1, 2, 3)]
+    expected += [i for i in range(10) if i != 4]
+    assert ids == sorted(expected)
+
+
+def test_deletion_vector_checksum_is_verified(spark, log):
+    data_file = write_parquet(log.root, "a.parquet", IDS)
+    descriptor, target = _dv_file(log.root, [1, 2])
+    log.commit(0, DV_PROTOCOL, metadata(), {"add": {**data_file["add"], "deletionVector": descriptor}})
+    assert _ids(DeltaTable.forPath(spark, log.path).toDF()) == [0, 3, 4, 5, 6, 7, 8, 9]
+    blob = bytearray(target.read_bytes())
+    blob[-1] ^= 0xFF  # corrupt the stored CRC-32
+    target.write_bytes(bytes(blob))
+    with pytest.raises(Exception, match="CRC-32 mismatch"):
+        DeltaTable.forPath(spark, log.path).toDF().collect()
+    target.unlink()
+    with pytest.raises(CorruptLogError, match="deletion vector file is missing"):
+        DeltaTable.forPath(spark, log.path).toDF()
+
+
+def test_deletion_vector_cardinality_is_verified(spark, log):
+    data_file = write_parquet(log.root, "a.parquet", IDS)
+    descriptor, _ = _dv_file(log.root, [1, 2])
+    wrong = {**descriptor, "cardinality": 3}
+    log.commit(0, DV_PROTOCOL, metadata(), {"add": {**data_file["add"], "deletionVector": wrong}})
+    with pytest.raises(Exception, match="cardinality"):
+        DeltaTable.forPath(spark, log.path).toDF().collect()
+
+
+def test_dv_rows_are_removed_by_position_not_value(spark, log):
+    duplicates = pa.table({"id": pa.array([7, 7, 7, 7], pa.int64()), "part": pa.array(["x"] * 4)})
+    data_file = write_parquet(log.root, "a.parquet", duplicates)
+    descriptor, _ = _dv_file(log.root, [1, 3])
+    log.commit(0, DV_PROTOCOL, metadata(), {"add": {**data_file["add"], "deletionVector": descriptor}})
+    assert _ids(DeltaTable.forPath(spark, log.path).toDF()) == [7, 7]
+
+
+# ---- column mapping, hand built ----------------------------------------------------------------
+
+
+def _mapped_field(name, typ, fid, phys):
+    return {
+        "name": name,
+        "type": typ,
+        "nullable": True,
+        "metadata": {"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": phys},
+    }
+
+
+NESTED_SCHEMA = {
+    "type": "struct",
+    "fields": [
+        _mapped_field("id", "long", 1, "col-1"),
+        _mapped_field(
+            "info",
+            {
+                "type": "struct",
+                "fields": [
+                    _mapped_field("city", "string", 3, "col-3"),
+                    _mapped_field("zip", "integer", 4, "col-4"),
+                ],
+            },
+            2,
+            "col-2",
+        ),
+        _mapped_field("region", "string", 5, "col-5"),
+    ],
+}
+
+
+def _with_id(name, typ, fid):
+    return pa.field(name, typ, metadata={b"PARQUET:field_id": str(fid).encode()})
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_nested_column_mapping(spark, log, mode):
+    # In name mode files use the physical names; in id mode their names are irrelevant, ids decide.
+    names = {"id": "col-1", "info": "col-2", "city": "col-3", "zip": "col-4"}
+    if mode == "id":
+        names = {"id": "x", "info": "y", "city": "anything", "zip": "else"}
+    info = pa.struct([_with_id(names["city"], pa.string(), 3), _with_id(names["zip"], pa.int32(), 4)])
+    schema = pa.schema([_with_id(names["id"], pa.int64(), 1), _with_id(names["info"], info, 2)])
+    cities = pa.array([{names["city"]: "Oslo", names["zip"]: 150}, None], info)
+    f1 = write_parquet(log.root, "col-5=eu/f1.parquet", pa.table([pa.array([1, 2]), cities], schema=schema))
+    older = pa.table([pa.array([3], pa.int64())], schema=pa.schema([_with_id(names["id"], pa.int64(), 1)]))
+    f2 = write_parquet(log.root, "col-5=us/f2.parquet", older)
+    conf = {"delta.columnMapping.mode": mode, "delta.columnMapping.maxColumnId": "5"}
+    log.commit(
+        0,
+        protocol(2, 5),
+        metadata(NESTED_SCHEMA, ["region"], conf),
+        {"add": {**f1["add"], "partitionValues": {"col-5": "eu"}, "stats": None}},
+        {"add": {**f2["add"], "partitionValues": {"col-5": "us"}, "stats": None}},
+    )
+    rows = DeltaTable.forPath(spark, log.path).toDF().collect()
+    assert sorted((r.asDict(recursive=True) for r in rows), key=lambda r: r["id"]) == [
+        {"id": 1, "info": {"city": "Oslo", "zip": 150}, "region": "eu"},
+        {"id": 2, "info": None, "region": "eu"},
+        {"id": 3, "info": None, "region": "us"},  # a column missing from a file reads as null
+    ]
+
+
+# ---- type widening, row tracking, refusals -------------------------------------------------------
+
+
+def test_unsupported_type_change_is_refused(spark, log):
+    schema = {
+        "type": "struct",
+        "fields": [
+            {
+                "name": "v",
+                "type": "integer",
+                "nullable": True,
+                "metadata": {"delta.typeChanges": [{"fromType": "string", "toType": "integer"}]},
+            }
+        ],
+    }
+    log.commit(0, protocol(3, 7, ["typeWidening"], ["typeWidening"]), metadata(schema))
+    with pytest.raises(UnsupportedFeatureError, match=r"v: string -> integer"):
+        DeltaTable.forPath(spark, log.path).toDF()
+
+
+def test_row_tracking_ids_and_commit_versions(spark, log):
+    conf = {
+        "delta.enableRowTracking": "true",
+        "delta.rowTracking.materializedRowIdColumnName": "_row_id_x",
+        "delta.rowTracking.materializedRowCommitVersionColumnName": "_row_cv_x",
+    }
+    plain = write_parquet(log.root, "a.parquet", pa.table({"id": pa.array([0, 1, 2], pa.int64())}))
+    materialized = write_parquet(
+        log.root,
+        "b.parquet",
+        pa.table(
+            {
+                "id": pa.array([3, 4, 5], pa.int64()),
+                "_row_id_x": pa.array([7, None, 9], pa.int64()),
+                "_row_cv_x": pa.array([None, 1, None], pa.int64()),
+            }
+        ),
+    )
+    descriptor, _ = _dv_file(log.root, [2])
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    rt = protocol(3, 7, ["deletionVectors"], ["deletionVectors", "rowTracking", "domainMetadata"])
+    log.commit(
+        0,
+        rt,
+        metadata(schema, configuration=conf),
+        {"add": {**plain["add"], "baseRowId": 100, "defaultRowCommitVersion": 0}},
+        {
+            "add": {
+                **materialized["add"],
+                "baseRowId": 200,
+                "defaultRowCommitVersion": 3,
+                "deletionVector": descriptor,
+            }
+        },
+    )
+    rows = DeltaTable.forPath(spark, log.path).toDF(rowTracking=True).select("id", "_metadata.*").collect()
+    assert sorted(tuple(r) for r in rows) == [
+        (0, 100, 0),
+        (1, 101, 0),
+        (2, 102, 0),
+        (3, 7, 3),  # materialized id; materialized commit version is null: the default applies
+        (4, 201, 1),  # null materialized id: baseRowId + row index
+    ]  # row 5 (index 2 of b.parquet) is deleted by the DV
+    log.commit(1, metadata(schema))  # row tracking no longer enabled
+    with pytest.raises(InvalidArgumentError, match="not enabled"):
+        DeltaTable.forPath(spark, log.path).toDF(rowTracking=True)
+
+
+def test_empty_table_has_the_logical_schema(spark, log):
+    log.commit(0, protocol(), metadata(partition_columns=["part"]))
+    df = DeltaTable.forPath(spark, log.path).toDF()
+    assert df.count() == 0 and df.columns == ["id", "part"]
+
+
+def test_removed_files_are_not_read(spark, log):
+    a = write_parquet(log.root, "a.parquet", IDS)
+    b = write_parquet(log.root, "b.parquet", IDS.slice(0, 3))
+    log.commit(0, protocol(), metadata(), a, b)
+    log.commit(1, remove("a.parquet", 1))
+    assert _ids(DeltaTable.forPath(spark, log.path).toDF()) == [0, 1, 2]
+    assert len(_ids(DeltaTable.forPath(spark, log.path).snapshot(version=0).toDF())) == 13
+
+
+def test_partition_values_come_from_the_log_not_directories(spark, log):
+    f = write_parquet(log.root, "part=wrong/a.parquet", IDS.select(["id"]))
+    log.commit(
+        0,
+        protocol(),
+        metadata(partition_columns=["part"]),
+        {"add": {**f["add"], "partitionValues": {"part": "right"}}},
+    )
+    assert {r["part"] for r in DeltaTable.forPath(spark, log.path).toDF().collect()} == {"right"}
+
+
+@pytest.mark.connect
+def test_detail_describes_the_table(spark, tmp_path):
+    from deltaspark.demo import build_demo_table
+
+    table = DeltaTable.forPath(spark, build_demo_table(tmp_path / "orders"))
+    detail = table.detail().first().asDict()
+    assert detail["format"] == "delta" and detail["name"] == "orders"
+    assert detail["location"].endswith("/orders") and detail["partitionColumns"] == ["region"]
+    assert (detail["numFiles"], detail["version"]) == (5, 3)
+    assert detail["sizeInBytes"] == table.snapshot().files().agg({"size": "sum"}).first()[0]
+    assert detail["properties"]["delta.enableChangeDataFeed"] == "true"
+    assert (detail["minReaderVersion"], detail["minWriterVersion"]) == (1, 4)
+    assert "changeDataFeed" in detail["tableFeatures"] and detail["createdAt"] <= detail["lastModified"]
+    assert table.detail().columns[:5] == ["format", "id", "name", "description", "location"]
