@@ -39,7 +39,6 @@ from dataclasses import asdict, dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
@@ -259,13 +258,36 @@ def _remove_action() -> Column:
     return F.when(~F.col("is_add"), F.struct(*columns))
 
 
-def _file_actions(snapshot: Snapshot, plan: _Plan) -> DataFrame:
-    """Live files and unexpired tombstones as `add` / `remove` columns plus clustering keys."""
+def _checkpointed_rows(snapshot: Snapshot) -> DataFrame:
+    """The reconciled rows a checkpoint keeps: live files and unexpired tombstones."""
     cutoff = snapshot.tombstoneRetentionCutoffMs()
     rows = snapshot._reconciled_file_rows()
-    live = rows.where(
+    return rows.where(
         F.col("is_add") | (F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0)) > F.lit(cutoff))
     )
+
+
+def _count_file_actions(snapshot: Snapshot) -> dict[str, int]:
+    """Adds and tombstones the checkpoint will hold, from a replay Spark can prune to the keys.
+
+    Counting this way costs what `files().count()` costs; the write replays once more with every
+    column. Caching the full rows instead (stats included) costs far more than a second replay.
+    """
+    is_add = F.col("is_add")
+    row = (
+        _checkpointed_rows(snapshot)
+        .agg(
+            F.count(F.when(is_add, 1)).alias("add"),
+            F.count(F.when(~is_add, 1)).alias("remove"),
+        )
+        .first()
+    )
+    return {"add": int(row["add"]), "remove": int(row["remove"])} if row else {"add": 0, "remove": 0}
+
+
+def _file_actions(snapshot: Snapshot, plan: _Plan) -> DataFrame:
+    """Live files and unexpired tombstones as `add` / `remove` columns plus clustering keys."""
+    live = _checkpointed_rows(snapshot)
     path = F.coalesce(F.col("add.path"), F.col("remove.path"))
     dv = F.coalesce(F.col("add.deletionVector"), F.col("remove.deletionVector"))
     return live.select(
@@ -328,8 +350,8 @@ def _micros_timestamps(spark: SparkSession) -> Iterator[None]:
                 spark.conf.set(_TIMESTAMP_CONF, previous)
 
 
-def _write(frame: DataFrame, directory: str, fmt: str, codec: str) -> None:
-    writer = frame.write.mode("errorifexists").option("maxRecordsPerFile", 0)
+def _write(frame: DataFrame, directory: str, fmt: str, codec: str, max_records: int = 0) -> None:
+    writer = frame.write.mode("errorifexists").option("maxRecordsPerFile", max_records)
     if fmt == "parquet":
         with _micros_timestamps(frame.sparkSession):
             writer.option("compression", codec).parquet(directory)
@@ -480,11 +502,15 @@ def _write_v2(
     sidecars = max(1, math.ceil(file_actions / plan.actions_per_part))
     directory = join_path(staging, "sidecars")
     log.info("Writing the V2 checkpoint of version %d: up to %d sidecar(s)", snapshot.version, sidecars)
+    # Sidecars are named by UUID and listed by the top-level file, so their layout need not be
+    # reproducible: no shuffle, the replay's tasks write them (merged down to `sidecars` tasks,
+    # and no file holds more than `actionsPerPart` actions).
     _write(
-        files.repartition(sidecars, *_cluster_keys(snapshot)).select("add", "remove"),
+        files.coalesce(sidecars).select("add", "remove"),
         directory,
         "parquet",
         plan.codec,
+        max_records=plan.actions_per_part,
     )
     written = [
         w for w in _written_files(spark, storage, directory, "parquet", ["add", "remove"]) if w.counts["rows"]
@@ -600,10 +626,9 @@ def write_checkpoint(
     log_dir = join_path(snapshot.tableRoot, "_delta_log")
     staging = join_path(log_dir, f"{STAGING_DIR}/{snapshot.version:020d}-{uuid.uuid4()}")
     result = CheckpointResult(tablePath=snapshot.tableRoot, version=snapshot.version, kind="", files=[])
-    files = _file_actions(snapshot, plan).persist(StorageLevel.MEMORY_AND_DISK)
+    files = _file_actions(snapshot, plan)
     try:
-        row = files.agg(F.count("add").alias("add"), F.count("remove").alias("remove")).first()
-        counts = {"add": int(row["add"]), "remove": int(row["remove"])} if row else {"add": 0, "remove": 0}
+        counts = _count_file_actions(snapshot)
         result.numOfAddFiles, result.numOfRemoves = counts["add"], counts["remove"]
         log.info(
             "Checkpointing %s at version %d: %d live files, %d unexpired tombstones (%s)",
@@ -620,7 +645,6 @@ def write_checkpoint(
             _write_classic(snapshot, plan, files, counts, staging, log_dir, result)
         result.lastCheckpointUpdated = _write_last_checkpoint(storage, log_dir, staging, result, v2_top)
     finally:
-        files.unpersist()
         try:
             storage.delete(staging, recursive=True)
             with contextlib.suppress(Exception):  # only when empty: other writers may be staging

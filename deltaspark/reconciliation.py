@@ -76,15 +76,19 @@ def reconcile_files(
     if not broadcast_tail:
         return newest_per_file(checkpoint_rows.unionByName(tail_rows))
     tail = newest_per_file(tail_rows)
-    tail_keys = F.broadcast(tail.select(*KEY).distinct())
-    tail_add_paths = F.broadcast(tail.where("is_add").select("path_key").distinct())
-    checkpoint_adds = (
-        checkpoint_rows.where("is_add")
-        .join(tail_keys, KEY, "left_anti")
-        .join(tail_add_paths, "path_key", "left_anti")
+    # One broadcast of the ranked tail's keys drops every checkpoint row the tail supersedes: the
+    # same key (any action), or - for adds - a path the tail still adds. The ranked tail is then
+    # evaluated twice (this broadcast and the union), not once per filter.
+    tail_keys = F.broadcast(
+        tail.select(
+            F.col("path_key").alias("_t_path"), F.col("dv_id").alias("_t_dv"), F.col("is_add").alias("_t_add")
+        )
     )
-    checkpoint_removes = checkpoint_rows.where(~F.col("is_add")).join(tail_keys, KEY, "left_anti")
-    return checkpoint_adds.unionByName(checkpoint_removes).unionByName(tail)
+    superseded = (F.col("path_key") == F.col("_t_path")) & (
+        F.col("dv_id").eqNullSafe(F.col("_t_dv")) | (F.col("is_add") & F.col("_t_add"))
+    )
+    survivors = checkpoint_rows.join(tail_keys, superseded, "left_anti")
+    return survivors.unionByName(tail)
 
 
 def newest_per(actions: DataFrame, column: str, key_field: str) -> DataFrame:

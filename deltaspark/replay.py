@@ -19,6 +19,7 @@ from pyspark.sql.types import StructType
 
 from .action_schemas import CORRUPT_RECORD, action_schema
 from .log_files import LogFile
+from .spark_compat import read_paths
 
 _ACTION_KEY = r'^\s*\{\s*"([A-Za-z_][A-Za-z0-9_]*)"\s*:'
 _COMPACTION_NAME = r"^\d{20}\.(\d{20})\.compacted\.json$"
@@ -80,8 +81,7 @@ def read_json_actions(
     paths = [f.path for f in files]
     if select_lines:
         lines = (
-            spark.read.options(**_STRICT)
-            .text(paths)
+            read_paths(spark, spark.read.options(**_STRICT), "text", paths)
             .select(
                 "value",
                 F.col("_metadata.file_path").alias("file"),
@@ -100,14 +100,13 @@ def read_json_actions(
         actions = [parsed.getField(k).alias(k) for k in wanted]
         source = lines
     else:
-        source = (
+        reader = (
             spark.read.options(**_STRICT)
             .options(columnNameOfCorruptRecord=CORRUPT_RECORD, mode="PERMISSIVE")
             .schema(schema)
-            .json(paths)
-            .select(
-                "*", F.col("_metadata.file_path").alias("file"), F.col("_metadata.file_name").alias("name")
-            )
+        )
+        source = read_paths(spark, reader, "json", paths).select(
+            "*", F.col("_metadata.file_path").alias("file"), F.col("_metadata.file_name").alias("name")
         )
         corrupt = F.col(CORRUPT_RECORD).isNotNull()
         line = F.col(CORRUPT_RECORD)
@@ -133,16 +132,11 @@ def read_parquet_actions(
 ) -> DataFrame:
     """Actions of parquet checkpoint files or sidecars, all belonging to one checkpoint `version`."""
     paths = [f if isinstance(f, str) else f.path for f in files]
-    return (
-        spark.read.options(**_STRICT)
-        .schema(schema)
-        .parquet(*paths)
-        .select(
-            F.lit(version).cast("long").alias("version"),
-            F.col("_metadata.file_path").alias("file"),
-            "*",
-            F.lit(False).alias(CORRUPT_LINE),
-        )
+    return read_paths(spark, spark.read.options(**_STRICT).schema(schema), "parquet", paths).select(
+        F.lit(version).cast("long").alias("version"),
+        F.col("_metadata.file_path").alias("file"),
+        "*",
+        F.lit(False).alias(CORRUPT_LINE),
     )
 
 

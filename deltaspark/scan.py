@@ -36,7 +36,7 @@ from .replay import _STRICT
 from .row_tracking import is_enabled as row_tracking_enabled
 from .row_tracking import materialized_columns, row_commit_version, row_id
 from .schema import drop_void_fields
-from .spark_compat import conf_get
+from .spark_compat import conf_get, read_paths
 from .type_widening import check_type_changes, readable_type
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 cloudpickle.register_pickle_by_value(dv_codec)
 
 MAX_DRIVER_FILES_CONF = "spark.deltaspark.read.maxDriverFiles"
-DEFAULT_MAX_DRIVER_FILES = 1_000_000
+DEFAULT_MAX_DRIVER_FILES = 200_000
 BROADCAST_FILES_LIMIT = 200_000
 BROADCAST_DELETED_ROWS_CONF = "spark.deltaspark.read.broadcastDeletedRows"
 DEFAULT_BROADCAST_DELETED_ROWS = 2_000_000
@@ -328,10 +328,11 @@ def _read_native(
             (F.col("_metadata.row_index") if with_index else F.lit(None).cast("long")).alias("_row_index")
         )
         try:
-            frame = (
-                spark.read.options(**_STRICT)
-                .schema(read_schema)
-                .parquet(*[_escape_glob(p) for p in locations])
+            frame = read_paths(
+                spark,
+                spark.read.options(**_STRICT).schema(read_schema),
+                "parquet",
+                [_escape_glob(p) for p in locations],
             )
         except Exception as exc:
             missing = re.search(r"Path does not exist: (\S+?)\.?(\s|$)", str(exc))

@@ -34,6 +34,7 @@ from .protocol import Protocol, check_readable
 from .reconciliation import file_action_rows, newest_per, reconcile_files
 from .replay import (
     CORRUPT_LINE,
+    keep_actions,
     parquet_file_schema,
     read_checkpoint_actions,
     read_json_actions,
@@ -356,6 +357,14 @@ def _read_protocol_and_metadata(spark: SparkSession, segment: LogSegment) -> Any
     if checkpoint is not None:
         kinds = ["protocol", "metaData", "sidecar"]
         frame = read_checkpoint_actions(spark, checkpoint.files, kinds, checkpoint.version)
+        # Required fields, so Spark can push the test into the parquet reader: row groups that
+        # hold only file actions (all of a big checkpoint but its first) are skipped by their stats.
+        wanted = (
+            F.col("protocol.minReaderVersion").isNotNull()
+            | F.col("metaData.id").isNotNull()
+            | F.col("sidecar.path").isNotNull()
+        )
+        frame = keep_actions(frame, wanted)
         frames.append(
             frame.select(
                 "version", "protocol", "metaData", F.lit(None).cast("string").alias("commitInfo"), "sidecar"

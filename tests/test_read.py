@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import urllib.parse
 import uuid
 
 import pyarrow as pa
@@ -424,3 +425,20 @@ def test_shredded_variant_files_are_read(spark, log):
         .collect()
     )
     assert [(r["id"], r["v"]) for r in got] == [(i, f'{{"a":{i},"b":"x{i}","c":[1,2]}}') for i in range(3)]
+
+
+def test_many_files_cross_to_the_jvm_in_one_call(spark, log):
+    """Above 64 paths the paths reach Spark's reader as one string split in the JVM: every file,
+    including names with spaces, `%`, non-ASCII and glob characters, is read exactly once, and
+    the listing-parallelism setting is put back afterwards."""
+    names = [f"p{i:03d}.parquet" for i in range(80)] + ["a b.parquet", "ü%41.parquet", "x[1].parquet"]
+    actions = []
+    for i, name in enumerate(names):
+        entry = write_parquet(log.root, name, pa.table({"id": pa.array([i], pa.int64()), "part": ["x"]}))
+        entry["add"]["path"] = urllib.parse.quote(name)
+        actions.append(entry)
+    log.commit(0, protocol(), metadata(), *actions)
+    key = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+    before = spark.conf.get(key, None)
+    assert _ids(DeltaTable.forPath(spark, log.path).toDF()) == list(range(len(names)))
+    assert spark.conf.get(key, None) == before
