@@ -37,7 +37,7 @@ def canonical_path(path: Column, table_root: str) -> Column:
     rooted_at_slash = F.concat(F.lit(_scheme_and_authority(root)), decoded)
     relative = F.concat(F.lit(root + "/"), decoded)
     return (
-        F.when(decoded.rlike(_SCHEME_RE), absolute)
+        F.when(decoded.contains(":") & decoded.rlike(_SCHEME_RE), absolute)  # the regex only if it may match
         .when(decoded.startswith("/"), rooted_at_slash)
         .otherwise(relative)
     )

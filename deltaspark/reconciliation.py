@@ -42,40 +42,57 @@ def file_action_rows(actions: DataFrame, table_root: str, extra: list[Column] | 
     )
 
 
-def newest_per_file(rows: DataFrame) -> DataFrame:
+def newest_per_file(rows: DataFrame, deletion_vectors: bool = True) -> DataFrame:
     """Keep the newest reference to each logical file, then at most one add per path.
 
     Within one version a `remove` beats an `add` of the same key. A valid commit never holds
     both; a log compaction file that was not fully reconciled can, and there the removal is the
-    later event (delta-rs resolves such files the same way).
+    later event (delta-rs resolves such files the same way). Without deletion vectors a path is
+    a key, so the second rule holds already and its window (a second sort) is skipped.
     """
-    by_key = Window.partitionBy(*KEY).orderBy(F.col("version").desc(), F.col("is_add").asc())
-    adds_by_path = Window.partitionBy("path_key", "is_add").orderBy(
+    # The windows sort by their partition columns. Paths share the table root as a long common
+    # prefix, which defeats the sorter's 8-byte key prefix and makes every comparison a full
+    # string compare; leading with a hash of the path restores cheap prefix sorting.
+    by_key = Window.partitionBy("_path_hash", *KEY).orderBy(F.col("version").desc(), F.col("is_add").asc())
+    adds_by_path = Window.partitionBy("_path_hash", "path_key", "is_add").orderBy(
         F.col("version").desc(), F.col("dv_id").desc()
     )
-    return (
+    newest = (
         rows.repartition("path_key")  # one shuffle serves both windows
+        .withColumn("_path_hash", F.xxhash64("path_key"))
         .withColumn("_key_rank", F.row_number().over(by_key))
         .where(F.col("_key_rank") == 1)
-        .withColumn("_path_rank", F.row_number().over(adds_by_path))
+        .drop("_key_rank")
+    )
+    if not deletion_vectors:
+        return newest.drop("_path_hash")
+    return (
+        newest.withColumn("_path_rank", F.row_number().over(adds_by_path))
         .where(~F.col("is_add") | (F.col("_path_rank") == 1))
-        .drop("_key_rank", "_path_rank")
+        .drop("_path_rank", "_path_hash")
     )
 
 
 def reconcile_files(
-    checkpoint_rows: DataFrame | None, tail_rows: DataFrame | None, broadcast_tail: bool
+    checkpoint_rows: DataFrame | None,
+    tail_rows: DataFrame | None,
+    broadcast_tail: bool,
+    deletion_vectors: bool = True,
 ) -> DataFrame:
-    """The reconciled file actions (adds and removes) of a snapshot, one row per logical file."""
+    """The reconciled file actions (adds and removes) of a snapshot, one row per logical file.
+
+    `deletion_vectors=False` (the table's protocol does not support them, so every `dv_id` is
+    empty) lets the ranking skip the one-add-per-path window.
+    """
     if checkpoint_rows is None and tail_rows is None:
         raise ValueError("nothing to reconcile")
     if checkpoint_rows is None:
-        return newest_per_file(tail_rows)  # type: ignore[arg-type]
+        return newest_per_file(tail_rows, deletion_vectors)  # type: ignore[arg-type]
     if tail_rows is None:
         return checkpoint_rows
     if not broadcast_tail:
-        return newest_per_file(checkpoint_rows.unionByName(tail_rows))
-    tail = newest_per_file(tail_rows)
+        return newest_per_file(checkpoint_rows.unionByName(tail_rows), deletion_vectors)
+    tail = newest_per_file(tail_rows, deletion_vectors)
     # One broadcast of the ranked tail's keys drops every checkpoint row the tail supersedes: the
     # same key (any action), or - for adds - a path the tail still adds. The ranked tail is then
     # evaluated twice (this broadcast and the union), not once per filter.

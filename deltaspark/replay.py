@@ -39,8 +39,13 @@ _STRICT = {
 
 def _version_from_name(name: Column) -> Column:
     """Version of a log file from its name; a compaction file counts as its end version."""
+    # Evaluated once per action: plain string tests first, a regex only for compaction files.
     return (
-        F.when(name.rlike(_COMPACTION_NAME), F.regexp_extract(name, _COMPACTION_NAME, 1))
+        F.when(
+            name.endswith(".compacted.json") & name.rlike(_COMPACTION_NAME),
+            F.regexp_extract(name, _COMPACTION_NAME, 1),
+        )
+        .when(name.substr(21, 1) == ".", name.substr(1, 20))
         .otherwise(F.regexp_extract(name, _VERSION_PREFIX, 1))
         .cast("long")
     )
@@ -80,15 +85,17 @@ def read_json_actions(
     wanted = [f.name for f in schema.fields if f.name != CORRUPT_RECORD]
     paths = [f.path for f in files]
     if select_lines:
-        lines = (
-            read_paths(spark, spark.read.options(**_STRICT), "text", paths)
-            .select(
-                "value",
-                F.col("_metadata.file_path").alias("file"),
-                F.col("_metadata.file_name").alias("name"),
-            )
-            .where(F.trim("value") != "")
+        lines = read_paths(spark, spark.read.options(**_STRICT), "text", paths).select(
+            "value",
+            F.col("_metadata.file_path").alias("file"),
+            F.col("_metadata.file_name").alias("name"),
         )
+        value = F.col("value")
+        if kinds is not None and "add" not in kinds and "remove" not in kinds:
+            # Most lines of a big log are file actions, as every writer spells them; a prefix test
+            # drops them before the key regex (they would be dropped by their key anyway).
+            lines = lines.where(~(value.startswith('{"add":') | value.startswith('{"remove":')))
+        lines = lines.where(F.trim("value") != "")
         key = F.regexp_extract("value", _ACTION_KEY, 1)
         if kinds is not None:
             lines = lines.where(key.isin(list(kinds)) | (key == ""))

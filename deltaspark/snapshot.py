@@ -222,7 +222,9 @@ class Snapshot:
             self.segment.tail_bytes,
             "broadcast" if broadcast and checkpoint_rows is not None and tail_rows is not None else "union",
         )
-        return reconcile_files(checkpoint_rows, tail_rows, broadcast)
+        return reconcile_files(
+            checkpoint_rows, tail_rows, broadcast, self.protocol.hasFeature("deletionVectors")
+        )
 
     # ---- the state, as DataFrames ----------------------------------------------------------------
     def files(self, filter: Any = None) -> DataFrame:  # noqa: A002 - PySpark's own name for it
