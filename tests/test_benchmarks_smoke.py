@@ -1,0 +1,95 @@
+"""A tiny pass of the benchmark harness (`benchmarks/`), so that it keeps working.
+
+Nothing is timed here. The generator's tables are checked against deltaspark and delta-rs (the
+generator's correctness check), and the runner is run end to end as a subprocess on a few hundred
+files with no warm repetitions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.generate import LogSpec, generate
+from deltaspark import DeltaTable
+
+REPO = Path(__file__).resolve().parent.parent
+
+deltalake = pytest.importorskip("deltalake")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        LogSpec(files=240, commits=4, partitions=7, dv_fraction=0.1),
+        LogSpec(
+            files=260, commits=5, partitions=0, dv_fraction=0.1, checkpoint=True, tail_files_per_commit=12
+        ),
+    ],
+    ids=["json-only", "checkpoint-and-tail"],
+)
+def test_generated_logs_read_the_same_in_both_engines(spark, tmp_path, spec):
+    table = generate(tmp_path / "table", spec)
+    snapshot = DeltaTable.forPath(spark, table.path).snapshot()
+    files = snapshot.files()
+    rs = deltalake.DeltaTable(table.path)
+
+    assert snapshot.version == rs.version() == table.version
+    assert files.count() == rs.get_add_actions().num_rows == table.live_files
+    assert files.where("deletionVector is not null").count() > 0
+    assert snapshot.tombstones().count() > 0
+    rs_paths = sorted(str(p) for p in _column(rs.get_add_actions(), "path"))
+    assert sorted(r["path"] for r in files.select("path").collect()) == rs_paths
+
+
+def _column(table, name: str) -> list:
+    import pyarrow as pa
+
+    return pa.table(table).column(name).to_pylist()
+
+
+def test_runner_smoke(tmp_path):
+    out = tmp_path / "results.json"
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.run",
+        "--scale",
+        "smoke",
+        "--repeat",
+        "0",
+        "--shared-session",
+        "--skip",
+        "deltaspark:checkpoint",  # its fixed Spark cost would double this test; delta-rs's covers the op
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        "--workdir",
+        str(tmp_path / "work"),
+        "--out",
+        str(out),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    results = json.loads(out.read_text())
+    (scale,) = results["scales"]
+    runs = {(r["engine"], r["op"]): r for r in scale["runs"]}
+    assert set(runs) == {
+        ("floor", "replay"),
+        ("delta-rs", "replay"),
+        ("deltaspark", "replay"),
+        ("deltaspark", "todf"),
+        ("delta-rs", "checkpoint"),
+    }
+    assert all(r["status"] == "ok" for r in runs.values()), runs
+    assert runs["delta-rs", "replay"]["files_match"] and runs["deltaspark", "replay"]["files_match"]
+    assert all(r["cold"]["total"] > 0 and r["peak_tree_rss"] > 0 for r in runs.values())
+    assert runs["delta-rs", "checkpoint"]["facts"]["written"]  # it wrote a checkpoint, then undid it
+    assert "| deltaspark | snapshot replay" in done.stdout
+    assert not (tmp_path / "work" / "table-smoke").exists()
