@@ -354,6 +354,11 @@ class Snapshot:
 
 def _read_protocol_and_metadata(spark: SparkSession, segment: LogSegment) -> Any:
     """One job: newest protocol and metaData, the snapshot version's commitInfo, the sidecars."""
+    return protocol_metadata_frame(spark, segment).first()
+
+
+def protocol_metadata_frame(spark: SparkSession, segment: LogSegment) -> DataFrame:
+    """The one-row DataFrame behind `_read_protocol_and_metadata`."""
     frames: list[DataFrame] = []
     checkpoint = segment.checkpoint
     if checkpoint is not None:
@@ -397,7 +402,7 @@ def _read_protocol_and_metadata(spark: SparkSession, segment: LogSegment) -> Any
         newest("commitInfo"),
         F.collect_list("sidecar").alias("sidecars"),
         F.max("version").alias("maxVersion"),  # evaluates every row's version: corrupt lines fail here
-    ).first()
+    )
 
 
 def load_snapshot(spark: SparkSession, storage: Storage, segment: LogSegment, table_root: str) -> Snapshot:

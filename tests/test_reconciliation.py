@@ -438,3 +438,33 @@ def test_small_tail_leaves_the_checkpoint_unshuffled(spark, log, capsys):
                 assert any(op.startswith("BroadcastHashJoin") and "LeftAnti" in op for op in above_checkpoint)
     finally:
         spark.conf.unset(key)
+
+
+def _window_count(frame) -> int:
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    return sum(1 for line in plan.splitlines() if line.strip(" :+-").startswith("Window ["))
+
+
+def test_one_window_without_deletion_vectors(spark, log):
+    """Without the deletionVectors feature every key is a path, so the one-add-per-path window is
+    skipped; with it both windows run."""
+    log.commit(0, protocol(), metadata(), add("a"), add("b"))
+    log.commit(1, remove("a", NOW))
+    assert _window_count(table(spark, log).files()) == 1
+    dv_log = log.__class__(log.root.parent / "with-dvs")
+    dv_log.commit(0, DV_PROTOCOL, metadata(), add("a"))
+    assert _window_count(table(spark, dv_log).files()) == 2
+
+
+def test_protocol_and_metadata_filter_reaches_the_checkpoint_reader(spark, log):
+    """The checkpoint scan of the protocol/metadata job pushes a filter on required fields into
+    the parquet reader, so row groups holding only file actions can be skipped by their stats."""
+    from deltaspark.snapshot import protocol_metadata_frame
+
+    log.commit(0, protocol(), metadata(), add("a"))
+    log.classic_checkpoint(0, [protocol(), metadata(), add("a")])
+    log.commit(1, add("b"))
+    segment = table(spark, log).segment
+    plan = protocol_metadata_frame(spark, segment)._jdf.queryExecution().executedPlan().toString()
+    scan = next(line for line in plan.splitlines() if "FileScan parquet" in line)
+    assert "IsNotNull(protocol.minReaderVersion)" in scan and "IsNotNull(metaData.id)" in scan, scan
