@@ -90,3 +90,18 @@ class LogState:
             hint.unlink(missing_ok=True)
         else:
             hint.write_bytes(self.hint)
+
+
+def measure_and_emit(result: dict[str, Any], measure: Callable[[], dict[str, Any]]) -> None:
+    """Run a worker's measurement, record a failure instead of raising, and hand the result to the
+    runner (the runner prints what failed and goes on)."""
+    from benchmarks.procmon import emit
+
+    try:
+        result.update(measure())
+        result["status"] = "ok"
+    except Exception as exc:
+        result["status"] = "error"
+        result["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
+    result["python_peak_rss"] = own_peak_rss()
+    emit(result)

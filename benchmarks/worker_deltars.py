@@ -10,8 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from benchmarks.common import LogState, Timer, own_peak_rss, repeat
-from benchmarks.procmon import emit
+from benchmarks.common import LogState, Timer, measure_and_emit, repeat
 
 
 def replay_run(table: str) -> tuple[Timer, dict[str, Any]]:
@@ -47,18 +46,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     result: dict[str, Any] = {"engine": "delta-rs", "op": args.op}
-    try:
+
+    def measure() -> dict[str, Any]:
         if args.op == "replay":
-            result.update(repeat(lambda: replay_run(args.table), args.repeat))
-        else:
-            state = LogState(args.table)
-            result.update(repeat(lambda: checkpoint_run(args.table, state), args.repeat))
-        result["status"] = "ok"
-    except Exception as exc:
-        result["status"] = "error"
-        result["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
-    result["python_peak_rss"] = own_peak_rss()
-    emit(result)
+            return repeat(lambda: replay_run(args.table), args.repeat)
+        state = LogState(args.table)
+        return repeat(lambda: checkpoint_run(args.table, state), args.repeat)
+
+    measure_and_emit(result, measure)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,7 @@ import pyarrow as pa
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from benchmarks.common import Timer, own_peak_rss, repeat
-from benchmarks.procmon import emit
+from benchmarks.common import Timer, measure_and_emit, repeat
 
 _DV = pa.struct(
     [
@@ -108,14 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     result: dict[str, Any] = {"engine": "floor", "op": "replay"}
-    try:
-        result.update(repeat(lambda: decode_run(args.table), args.repeat))
-        result["status"] = "ok"
-    except Exception as exc:
-        result["status"] = "error"
-        result["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
-    result["python_peak_rss"] = own_peak_rss()
-    emit(result)
+    measure_and_emit(result, lambda: repeat(lambda: decode_run(args.table), args.repeat))
 
 
 if __name__ == "__main__":
