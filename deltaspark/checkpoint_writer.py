@@ -267,27 +267,23 @@ def _checkpointed_rows(snapshot: Snapshot) -> DataFrame:
     )
 
 
-def _count_file_actions(snapshot: Snapshot) -> dict[str, int]:
-    """Adds and tombstones the checkpoint will hold, from a replay Spark can prune to the keys.
+def _count_file_actions(live: DataFrame) -> dict[str, int]:
+    """Adds and tombstones the checkpoint will hold (`live`: `_checkpointed_rows`), from a replay
+    Spark can prune to the keys.
 
     Counting this way costs what `files().count()` costs; the write replays once more with every
     column. Caching the full rows instead (stats included) costs far more than a second replay.
     """
     is_add = F.col("is_add")
-    row = (
-        _checkpointed_rows(snapshot)
-        .agg(
-            F.count(F.when(is_add, 1)).alias("add"),
-            F.count(F.when(~is_add, 1)).alias("remove"),
-        )
-        .first()
-    )
+    row = live.agg(
+        F.count(F.when(is_add, 1)).alias("add"),
+        F.count(F.when(~is_add, 1)).alias("remove"),
+    ).first()
     return {"add": int(row["add"]), "remove": int(row["remove"])} if row else {"add": 0, "remove": 0}
 
 
-def _file_actions(snapshot: Snapshot, plan: _Plan) -> DataFrame:
-    """Live files and unexpired tombstones as `add` / `remove` columns plus clustering keys."""
-    live = _checkpointed_rows(snapshot)
+def _file_actions(snapshot: Snapshot, plan: _Plan, live: DataFrame) -> DataFrame:
+    """`live` (`_checkpointed_rows`) as `add` / `remove` columns plus clustering keys."""
     path = F.coalesce(F.col("add.path"), F.col("remove.path"))
     dv = F.coalesce(F.col("add.deletionVector"), F.col("remove.deletionVector"))
     return live.select(
@@ -626,9 +622,10 @@ def write_checkpoint(
     log_dir = join_path(snapshot.tableRoot, "_delta_log")
     staging = join_path(log_dir, f"{STAGING_DIR}/{snapshot.version:020d}-{uuid.uuid4()}")
     result = CheckpointResult(tablePath=snapshot.tableRoot, version=snapshot.version, kind="", files=[])
-    files = _file_actions(snapshot, plan)
+    live = _checkpointed_rows(snapshot)  # one plan (and one log file listing) for count and write
+    files = _file_actions(snapshot, plan, live)
     try:
-        counts = _count_file_actions(snapshot)
+        counts = _count_file_actions(live)
         result.numOfAddFiles, result.numOfRemoves = counts["add"], counts["remove"]
         log.info(
             "Checkpointing %s at version %d: %d live files, %d unexpired tombstones (%s)",

@@ -54,9 +54,6 @@ def newest_per_file(rows: DataFrame, deletion_vectors: bool = True) -> DataFrame
     # prefix, which defeats the sorter's 8-byte key prefix and makes every comparison a full
     # string compare; leading with a hash of the path restores cheap prefix sorting.
     by_key = Window.partitionBy("_path_hash", *KEY).orderBy(F.col("version").desc(), F.col("is_add").asc())
-    adds_by_path = Window.partitionBy("_path_hash", "path_key", "is_add").orderBy(
-        F.col("version").desc(), F.col("dv_id").desc()
-    )
     newest = (
         rows.repartition("path_key")  # one shuffle serves both windows
         .withColumn("_path_hash", F.xxhash64("path_key"))
@@ -66,6 +63,9 @@ def newest_per_file(rows: DataFrame, deletion_vectors: bool = True) -> DataFrame
     )
     if not deletion_vectors:
         return newest.drop("_path_hash")
+    adds_by_path = Window.partitionBy("_path_hash", "path_key", "is_add").orderBy(
+        F.col("version").desc(), F.col("dv_id").desc()
+    )
     return (
         newest.withColumn("_path_rank", F.row_number().over(adds_by_path))
         .where(~F.col("is_add") | (F.col("_path_rank") == 1))
