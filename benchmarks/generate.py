@@ -494,7 +494,7 @@ def live_indices(batches: list[Batch]) -> Iterator[np.ndarray]:
 
 def _dv_files(batches: list[Batch]) -> list[str]:
     """Relative paths of the deletion vector files the live files point at."""
-    from deltaspark.dv_codec import uuid_relative_path
+    from deltaspark.features.dv_codec import uuid_relative_path
 
     idx = [np.arange(b.dv_start, b.dv_start + b.dv_count, dtype=np.int64) for b in batches]
     idx += [np.arange(b.add_start + b.add_count - b.born_with_dv, b.add_start + b.add_count) for b in batches]

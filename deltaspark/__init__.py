@@ -6,33 +6,41 @@ snap = dt.snapshot()            # or snapshot(version=5) / snapshot(timestamp="2
 snap.files().show()             # live files, as a DataFrame
 """
 
-from .errors import (
+from deltaspark.errors import (
     ChangeDataNotRecordedError,
     CheckpointWriteError,
+    CorruptDataFileError,
     CorruptLogError,
+    DeletionVectorError,
     DeltaSparkError,
     InvalidArgumentError,
     MissingActionError,
     MissingDataFileError,
     NonContiguousVersionsError,
+    PermissionDeniedError,
+    StorageError,
     TableNotFoundError,
     TimestampOutOfRangeError,
     UnsupportedFeatureError,
+    UnsupportedFileSystemError,
     UnsupportedSessionError,
     UnsupportedWriterFeatureError,
     VersionNotFoundError,
+    WorkerEnvironmentError,
 )
-from .metadata import Metadata
-from .protocol import Protocol
-from .snapshot import Snapshot
-from .table import DeltaTable
+from deltaspark.features.metadata import Metadata
+from deltaspark.features.protocol import Protocol
+from deltaspark.snapshot import Snapshot
+from deltaspark.table import DeltaTable
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ChangeDataNotRecordedError",
     "CheckpointWriteError",
+    "CorruptDataFileError",
     "CorruptLogError",
+    "DeletionVectorError",
     "DeltaSparkError",
     "DeltaTable",
     "InvalidArgumentError",
@@ -40,13 +48,17 @@ __all__ = [
     "MissingActionError",
     "MissingDataFileError",
     "NonContiguousVersionsError",
+    "PermissionDeniedError",
     "Protocol",
     "Snapshot",
+    "StorageError",
     "TableNotFoundError",
     "TimestampOutOfRangeError",
     "UnsupportedFeatureError",
+    "UnsupportedFileSystemError",
     "UnsupportedSessionError",
     "UnsupportedWriterFeatureError",
     "VersionNotFoundError",
+    "WorkerEnvironmentError",
     "__version__",
 ]

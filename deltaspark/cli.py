@@ -1,7 +1,7 @@
-"""`deltaspark` command line: describe, files, history and a self-contained demo.
+"""`deltaspark` command line: describe, files, history, checkpoint, cleanup and a demo.
 
 Runs on an embedded local Spark by default; `--master` points at a cluster, `--remote` at a
-Spark Connect server. Output is human-readable tables, or JSON lines with `--json`.
+Spark Connect server. Output is human-readable tables, or JSON with `--json`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import DeltaSparkError
+from deltaspark.errors import DeltaSparkError
+from deltaspark.features.schema import tree_string
 
 log = logging.getLogger("deltaspark")
 
@@ -42,7 +43,7 @@ def _session(args: argparse.Namespace):  # noqa: ANN202 - SparkSession imported 
 
 
 def _snapshot(spark, args: argparse.Namespace):  # noqa: ANN001, ANN202
-    from .table import DeltaTable
+    from deltaspark.table import DeltaTable
 
     table = DeltaTable.forPath(spark, args.path)
     timestamp: Any = args.timestamp
@@ -109,12 +110,14 @@ def _print_describe(facts: dict[str, Any], schema_tree: str) -> None:
 
 
 def _print_rows(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
-    def cell(value: Any) -> str:
+    def cell(value: Any, nested: bool = False) -> str:
         if isinstance(value, dict):
-            return ", ".join(f"{k}={v}" for k, v in value.items())
+            return ", ".join(f"{k}={cell(v, True)}" for k, v in value.items())
         if isinstance(value, dt.datetime):
             return value.isoformat(sep=" ", timespec="seconds")
-        return "" if value is None else str(value)
+        if value is None:
+            return "null" if nested else ""
+        return _shorten(str(value))
 
     table = [[cell(r.get(c)) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(t[i]) for t in table]) for i, c in enumerate(columns)]
@@ -122,6 +125,17 @@ def _print_rows(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
     print("  ".join("-" * w for w in widths))
     for t in table:
         print("  ".join(v.ljust(w) for v, w in zip(t, widths, strict=True)))
+
+
+MAX_CELL = 72
+
+
+def _shorten(text: str) -> str:
+    """A long value (a path under deep partition folders) cut in the middle, to keep columns readable."""
+    if len(text) <= MAX_CELL:
+        return text
+    keep = (MAX_CELL - 3) // 2
+    return text[:keep] + "..." + text[-keep:]
 
 
 def _emit_json(rows: Any) -> None:
@@ -135,7 +149,7 @@ def cmd_describe(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     if args.json:
         print(json.dumps(facts, default=str, indent=2))
     else:
-        _print_describe(facts, snap.schema.treeString())
+        _print_describe(facts, tree_string(snap.schema))
     return 0
 
 
@@ -143,10 +157,16 @@ def cmd_files(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from pyspark.sql import functions as F
 
     snap = _snapshot(spark, args)
+    # Partition values by logical name (physical names under column mapping mean nothing to users),
+    # typed, as strings the way they are written in the log; null stays null.
+    partitions = [
+        F.col("partitionValues_parsed").getField(name).cast("string").alias(name)
+        for name in snap.partitionColumns
+    ]
     files = snap.files().select(
         "path",
         "size",
-        "partitionValues",
+        (F.struct(*partitions) if partitions else F.lit(None).cast("struct<>")).alias("partitionValues"),
         F.col("stats_parsed.numRecords").alias("numRecords"),
         F.col("deletionVector.cardinality").alias("deletedRows"),
         "modificationTime",
@@ -160,12 +180,13 @@ def cmd_files(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
         f"{total:,} file(s) at version {snap.version}"
         + (f"; first {len(rows)} by path" if total > len(rows) else "")
     )
-    _print_rows(rows, ["path", "size", "partitionValues", "numRecords", "deletedRows"])
+    columns = ["path", "size", "partitionValues", "numRecords", "deletedRows"]
+    _print_rows(rows, columns if partitions else [c for c in columns if c != "partitionValues"])
     return 0
 
 
 def cmd_history(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
-    from .table import DeltaTable
+    from deltaspark.table import DeltaTable
 
     history = DeltaTable.forPath(spark, args.path).history(limit=args.limit)
     columns = ["version", "timestamp", "operation", "operationParameters", "engineInfo", "clientVersion"]
@@ -178,8 +199,8 @@ def cmd_history(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
 
 
 def cmd_demo(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
-    from .demo import build_demo_table
-    from .table import DeltaTable
+    from deltaspark.demo import build_demo_table
+    from deltaspark.table import DeltaTable
 
     root = args.path or tempfile.mkdtemp(prefix="deltaspark-demo-")
     path = build_demo_table(f"{root}/orders")
@@ -202,7 +223,7 @@ def cmd_demo(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
 
 
 def cmd_checkpoint(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
-    from .table import DeltaTable
+    from deltaspark.table import DeltaTable
 
     table = DeltaTable.forPath(spark, args.path)
     result = table.checkpoint(
@@ -211,22 +232,26 @@ def cmd_checkpoint(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     if args.json:
         print(json.dumps(result.asDict(), default=str, indent=2))
         return 0
-    print(
-        f"Wrote a {result.kind} checkpoint of version {result.version} in {result.seconds:.1f}s: "
+    facts = (
         f"{result.numOfAddFiles:,} file(s), {result.numOfRemoves:,} tombstone(s), "
         f"{result.numActions:,} action(s), {_human_bytes(result.sizeInBytes)}"
     )
+    kept = set(result.keptExisting)
+    if kept and kept >= set(result.files):
+        print(f"A {result.kind} checkpoint of version {result.version} is already there ({facts}); kept it:")
+    else:
+        print(
+            f"Wrote a {result.kind} checkpoint of version {result.version} in {result.seconds:.1f}s: {facts}"
+        )
     for name in result.files:
-        print(f"  _delta_log/{name}")
+        print(f"  _delta_log/{name}" + ("  (already there, kept)" if name in kept else ""))
     for name in result.sidecars:
         print(f"  _delta_log/_sidecars/{name}")
-    if result.keptExisting:
-        print(f"Already there (kept): {', '.join(result.keptExisting)}")
     return 0
 
 
 def cmd_cleanup(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
-    from .table import DeltaTable
+    from deltaspark.table import DeltaTable
 
     result = DeltaTable.forPath(spark, args.path).cleanupLog(dryRun=args.dry_run)
     if args.json:
@@ -253,13 +278,28 @@ def _add_version_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _version_text() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from deltaspark import __version__
+
+    try:
+        pyspark = version("pyspark")
+    except PackageNotFoundError:  # pragma: no cover - pyspark is a dependency
+        pyspark = "not installed"
+    return f"deltaspark {__version__} (pyspark {pyspark}, Python {sys.version.split()[0]})"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="deltaspark", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="deltaspark", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=_version_text())
     parser.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
     parser.add_argument("--remote", help="Spark Connect URL, e.g. sc://host:15002")
     parser.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark configuration")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what deltaspark does")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
 
     describe = commands.add_parser("describe", help="version, protocol, features, schema, files and bytes")
     describe.add_argument("path")

@@ -117,3 +117,40 @@ class UnsupportedSessionError(DeltaSparkError):
 class CheckpointWriteError(DeltaSparkError):
     """A checkpoint could not be written, or what was written failed verification; nothing of it was
     made visible in `_delta_log`."""
+
+
+class CorruptDataFileError(DeltaSparkError):
+    """A data file the log points at cannot be read (not parquet, truncated, unreadable footer)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"Corrupt data file {path}: {reason}")
+
+
+class DeletionVectorError(DeltaSparkError, ValueError):
+    """A deletion vector cannot be decoded or fails its checks (checksum, size, cardinality, Z85).
+
+    Raised on executors as well (inside `mapInArrow`), where the message - which starts with
+    `deltaspark:` and names the data file and the DV - is what reaches the user."""
+
+
+class StorageError(DeltaSparkError):
+    """The file system refused an operation deltaspark needs (listing, reading, renaming)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{reason}: {path}" if path else reason)
+
+
+class PermissionDeniedError(StorageError):
+    """The session's credentials may not read (or write) a file or directory of the table."""
+
+
+class UnsupportedFileSystemError(StorageError):
+    """The cluster has no Hadoop FileSystem for the path's scheme (e.g. `s3a://` without hadoop-aws)."""
+
+
+class WorkerEnvironmentError(DeltaSparkError):
+    """Spark's Python workers cannot run deltaspark's executor code (a module is missing there)."""

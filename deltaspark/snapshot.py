@@ -19,20 +19,28 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
-from . import action_schemas as schemas
-from .column_mapping import column_mapping_mode
-from .commit_timestamps import InCommitTimestamps
-from .data_skipping import DEFAULT_STRING_PREFIX_LENGTH, FileFilter
-from .durations import DEFAULT_DELETED_FILE_RETENTION, parse_interval_ms
-from .errors import CorruptLogError, MissingActionError
-from .log_segment import LogSegment
-from .metadata import Metadata
-from .partition_values import partition_fields, typed_partition_values
-from .paths import absolute_path
-from .predicates import from_filter
-from .protocol import Protocol, check_readable
-from .reconciliation import file_action_rows, newest_per, reconcile_files
-from .replay import (
+from deltaspark.errors import (
+    CorruptLogError,
+    DeltaSparkError,
+    MissingActionError,
+    NonContiguousVersionsError,
+    VersionNotFoundError,
+)
+from deltaspark.features.column_mapping import column_mapping_mode
+from deltaspark.features.durations import DEFAULT_DELETED_FILE_RETENTION, parse_interval_ms
+from deltaspark.features.metadata import Metadata
+from deltaspark.features.metadata_checks import check_metadata
+from deltaspark.features.partition_values import ValueSource, partition_fields, typed_partition_values
+from deltaspark.features.protocol import Protocol, check_readable
+from deltaspark.features.schema import drop_void_fields
+from deltaspark.features.stats import conform_parsed_stats, parse_stats_json, stats_schema
+from deltaspark.log import action_schemas as schemas
+from deltaspark.log.commit_timestamps import MISSING_ICT, InCommitTimestamps, monotonic_file_times
+from deltaspark.log.files import LogFile
+from deltaspark.log.listing import list_log_files, log_dir_of, plan_segment, table_root_from
+from deltaspark.log.paths import absolute_path
+from deltaspark.log.reconciliation import file_action_rows, newest_per, reconcile_files
+from deltaspark.log.replay import (
     CORRUPT_LINE,
     keep_actions,
     parquet_file_schema,
@@ -40,13 +48,16 @@ from .replay import (
     read_json_actions,
     read_parquet_actions,
 )
-from .schema import drop_void_fields
-from .spark_compat import conf_get
-from .stats import conform_parsed_stats, parse_stats_json, stats_schema
-from .storage import Storage, join_path
+from deltaspark.log.segment import LogSegment
+from deltaspark.read.data_skipping import DEFAULT_STRING_PREFIX_LENGTH, FileFilter
+from deltaspark.read.predicates import from_filter
+from deltaspark.spark_compat import conf_get, spark_version
+from deltaspark.spark_errors import eager, raise_translated
+from deltaspark.storage import Storage, join_path
 
 log = logging.getLogger(__name__)
 
+USE_COMPACTIONS_CONF = "spark.deltaspark.replay.useLogCompaction"
 BROADCAST_TAIL_BYTES_CONF = "spark.deltaspark.replay.broadcastTailBytes"
 DEFAULT_BROADCAST_TAIL_BYTES = 128 * 1024 * 1024
 
@@ -110,16 +121,25 @@ class Snapshot:
 
     @property
     def timestampMs(self) -> int:
-        """The commit timestamp of this version, in ms since the epoch."""
-        if self.inCommitTimestamps.applies_to(self.version) and self.commitInfo:
-            ict = self.commitInfo.get("inCommitTimestamp")
-            if ict is not None:
-                return int(ict)
+        """The commit timestamp of this version, in ms since the epoch: its in-commit timestamp, or its
+        commit file's time made monotonic (as history and timestamp time travel see it)."""
         commit = self.segment.commit_at_version
+        if self.inCommitTimestamps.applies_to(self.version) and commit is not None:
+            ict = (self.commitInfo or {}).get("inCommitTimestamp")
+            if ict is None:
+                raise CorruptLogError(commit.path, MISSING_ICT.format(version=self.version))
+            return int(ict)
         if commit is not None:
-            return commit.modification_time
+            return self._monotonic_commit_times.get(self.version, commit.modification_time)
         assert self.segment.checkpoint is not None
         return self.segment.checkpoint.files[0].modification_time
+
+    @cached_property
+    def _monotonic_commit_times(self) -> dict[int, int]:
+        """Commit file times made monotonic over the whole log, as history and timestamp time travel
+        compute them (a segment planned from `_last_checkpoint` lists only the log's tail)."""
+        listing = list_log_files(self._storage, join_path(self.tableRoot, "_delta_log")) or []
+        return monotonic_file_times([f for f in listing if f.version <= self.version])
 
     @property
     def timestamp(self) -> dt.datetime:
@@ -167,7 +187,7 @@ class Snapshot:
         frames = [read_checkpoint_actions(self._spark, checkpoint.files, kinds, checkpoint.version, schema)]
         if include_sidecars and self._sidecars:
             frames.append(read_parquet_actions(self._spark, self._sidecars, schema, checkpoint.version))
-        keep = ["version", CORRUPT_LINE, *kinds]
+        keep = ["version", "file", CORRUPT_LINE, *kinds]
         if "add" in kinds:
             frames = [self._split_checkpoint_stats(frame, stats_type) for frame in frames]
             keep.append("checkpoint_stats")
@@ -201,14 +221,15 @@ class Snapshot:
         physical_stats = self._stats_schemas[0]
         checkpoint = self._checkpoint_actions(["add", "remove"], include_sidecars=True)
         tail = self._tail_actions(["add", "remove"])
+        dvs = self.protocol.hasFeature("deletionVectors")
         checkpoint_rows = (
-            file_action_rows(checkpoint, self.tableRoot, [F.col("checkpoint_stats")])
+            file_action_rows(checkpoint, self.tableRoot, [F.col("checkpoint_stats")], dvs)
             if checkpoint is not None
             else None
         )
         tail_rows = (
             file_action_rows(
-                tail, self.tableRoot, [F.lit(None).cast(physical_stats).alias("checkpoint_stats")]
+                tail, self.tableRoot, [F.lit(None).cast(physical_stats).alias("checkpoint_stats")], dvs
             )
             if tail is not None
             else None
@@ -222,9 +243,7 @@ class Snapshot:
             self.segment.tail_bytes,
             "broadcast" if broadcast and checkpoint_rows is not None and tail_rows is not None else "union",
         )
-        return reconcile_files(
-            checkpoint_rows, tail_rows, broadcast, self.protocol.hasFeature("deletionVectors")
-        )
+        return reconcile_files(checkpoint_rows, tail_rows, broadcast, dvs)
 
     # ---- the state, as DataFrames ----------------------------------------------------------------
     def files(self, filter: Any = None) -> DataFrame:  # noqa: A002 - PySpark's own name for it
@@ -251,6 +270,7 @@ class Snapshot:
             StructType([f for f in schema.fields if f.name.lower() not in names]), StructType(fields), prefix
         )
 
+    @eager
     def toDF(self, filter: Any = None, rowTracking: bool = False) -> DataFrame:  # noqa: A002
         """The table's rows at this version, in its logical schema.
 
@@ -258,7 +278,7 @@ class Snapshot:
         then applied to the rows. `rowTracking=True` adds `_metadata.row_id` and
         `_metadata.row_commit_version` (tables with row tracking enabled).
         """
-        from .scan import read_files
+        from deltaspark.read.scan import read_files
 
         rows = read_files(self, self.files(filter), row_tracking=rowTracking)
         return rows if filter is None else rows.where(filter)
@@ -280,11 +300,28 @@ class Snapshot:
             ordered.append(stats_json.alias("stats") if name == "stats" else F.col(f"add.{name}").alias(name))
         return rows.select(
             *ordered,
-            typed_partition_values(F.col("add.partitionValues"), fields, mode).alias(
+            typed_partition_values(F.col("add.partitionValues"), fields, mode, self._value_source()).alias(
                 "partitionValues_parsed"
             ),
             parsed.alias("stats_parsed"),
         )
+
+    def _log_file_of(self, version: Column) -> Column:
+        """The log file an action of a reconciled row came from, for error messages: the commit
+        (or log compaction) of its version, or the checkpoint."""
+        log_dir = join_path(self.tableRoot, "_delta_log")
+        name = F.concat(F.lit(log_dir + "/"), F.lpad(version.cast("string"), 20, "0"), F.lit(".json"))
+        for compaction in self.segment.compactions:
+            name = F.when(version == F.lit(compaction.version), F.lit(compaction.path)).otherwise(name)
+        checkpoint = self.segment.checkpoint
+        if checkpoint is not None:
+            where = checkpoint.files[0].path + (" (or one of its sidecars)" if self._sidecars else "")
+            name = F.when(version <= F.lit(checkpoint.version), F.lit(where)).otherwise(name)
+        return name
+
+    def _value_source(self) -> ValueSource:
+        """Where a reconciled `add` row's partition values come from (for parse errors)."""
+        return ValueSource(self._log_file_of(F.col("version")), F.col("add.path"))
 
     def tombstones(self, includeExpired: bool = False) -> DataFrame:
         """Reconciled `remove` actions that have not expired (per `delta.deletedFileRetentionDuration`)."""
@@ -324,6 +361,7 @@ class Snapshot:
         return domains.select("domainMetadata.*").where(~F.coalesce(F.col("removed"), F.lit(False)))
 
     @cached_property
+    @eager
     def rowIdHighWaterMark(self) -> int | None:
         """Highest assigned row id: the `delta.rowTracking` domain, or the draft-era
         `rowIdHighWaterMark` action in older tables."""
@@ -343,6 +381,7 @@ class Snapshot:
             marks.append(int(row["mark"]))
         return max(marks) if marks else None
 
+    @eager
     def summary(self) -> dict[str, int]:
         """Number of live files and their total size, in one job."""
         row = self.files().agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes")).first()
@@ -374,7 +413,12 @@ def protocol_metadata_frame(spark: SparkSession, segment: LogSegment) -> DataFra
         frame = keep_actions(frame, wanted)
         frames.append(
             frame.select(
-                "version", "protocol", "metaData", F.lit(None).cast("string").alias("commitInfo"), "sidecar"
+                "version",
+                "file",
+                "protocol",
+                "metaData",
+                F.lit(None).cast("string").alias("commitInfo"),
+                "sidecar",
             )
         )
     json_files = list(segment.tail_files)
@@ -385,6 +429,7 @@ def protocol_metadata_frame(spark: SparkSession, segment: LogSegment) -> DataFra
         frames.append(
             frame.select(
                 "version",
+                "file",
                 "protocol",
                 "metaData",
                 F.when(F.col("version") == segment.version, F.col("commitInfo")).alias("commitInfo"),
@@ -393,39 +438,61 @@ def protocol_metadata_frame(spark: SparkSession, segment: LogSegment) -> DataFra
         )
     actions = reduce(_union, frames)
 
-    def newest(column: str) -> Column:
-        return F.max_by(column, F.when(F.col(column).isNotNull(), F.col("version"))).alias(column)
+    def newest(column: str, alias: str | None = None, value: str | None = None) -> Column:
+        return F.max_by(value or column, F.when(F.col(column).isNotNull(), F.col("version"))).alias(
+            alias or column
+        )
 
     return actions.agg(
         newest("protocol"),
         newest("metaData"),
         newest("commitInfo"),
+        newest("protocol", "protocolFile", "file"),
+        newest("metaData", "metaDataFile", "file"),
         F.collect_list("sidecar").alias("sidecars"),
         F.max("version").alias("maxVersion"),  # evaluates every row's version: corrupt lines fail here
     )
 
 
+# A file this small may hold no action at all (only blank lines): it is read on the driver to make
+# sure, since an empty commit would silently drop the actions it should have held.
+_TINY_LOG_FILE_BYTES = 64
+
+
+def _check_not_blank(storage: Storage, segment: LogSegment) -> None:
+    for f in segment.tail_files:
+        if 0 < f.size < _TINY_LOG_FILE_BYTES:
+            text = storage.read_text(f.path)
+            if text is not None and not text.strip():
+                raise CorruptLogError(f.path, "the file holds no action (only blank lines)")
+
+
+def _protocol_of(row: Any, where: str) -> Protocol:
+    raw = row.asDict(recursive=True)
+    for required in ("minReaderVersion", "minWriterVersion"):
+        if raw.get(required) is None:
+            raise CorruptLogError(where, f"the `protocol` action has no {required}")
+    return Protocol.from_row(raw)
+
+
 def load_snapshot(spark: SparkSession, storage: Storage, segment: LogSegment, table_root: str) -> Snapshot:
+    """The snapshot of `segment`: one Spark job for protocol and metadata, checked before use."""
+    _check_not_blank(storage, segment)
     try:
         row = _read_protocol_and_metadata(spark, segment)
-    except Exception as exc:
-        message = str(exc)
-        if "deltaspark: corrupt Delta log file" in message:
-            start = message.index("deltaspark: corrupt Delta log file")
-            detail = message[start:].split("\n")[0]
-            path = detail[len("deltaspark: corrupt Delta log file ") :].split(": cannot parse", 1)[0]
-            raise CorruptLogError(path, "a line is not a valid JSON action") from exc
-        if "not a Parquet file" in message or "Could not read footer" in message:
-            files = ", ".join(f.path for f in (segment.checkpoint.files if segment.checkpoint else ()))
-            raise CorruptLogError(files, "checkpoint is not a readable parquet file") from exc
+    except DeltaSparkError:
         raise
+    except Exception as exc:
+        checkpoint = segment.checkpoint
+        raise_translated(exc, spark, checkpoint.files[0].path if checkpoint else segment.table_path)
     if row is None or row["protocol"] is None:
         raise MissingActionError(segment.table_path, segment.version, "protocol")
     if row["metaData"] is None:
         raise MissingActionError(segment.table_path, segment.version, "metaData")
-    protocol = Protocol.from_row(row["protocol"])
+    protocol = _protocol_of(row["protocol"], row["protocolFile"])
     check_readable(protocol, segment.table_path)
     metadata = Metadata.from_row(row["metaData"])
+    check_metadata(protocol, metadata, row["metaDataFile"], spark_version(spark))
     commit_info = None
     if row["commitInfo"]:
         try:
@@ -451,3 +518,58 @@ def load_snapshot(spark: SparkSession, storage: Storage, segment: LogSegment, ta
         len(sidecars),
     )
     return snapshot
+
+
+def _unreadable_checkpoint(
+    exc: CorruptLogError, segment: LogSegment | None, listing: list[LogFile]
+) -> int | None:
+    """The version of the checkpoint `exc` says is unreadable (its file or one of its sidecars)."""
+    name = exc.path.rstrip("/").rsplit("/", 1)[-1]
+    for f in listing:
+        if f.is_checkpoint and f.name == name:
+            return f.version
+    if "/_sidecars/" in exc.path and segment is not None and segment.checkpoint is not None:
+        return segment.checkpoint.version
+    return None
+
+
+@eager
+def load_version(
+    spark: SparkSession,
+    storage: Storage,
+    table_path: str,
+    version: int | None = None,
+    listing: list[LogFile] | None = None,
+) -> Snapshot:
+    """The snapshot of the table at `table_path` at `version` (the latest when None), planned from
+    `listing` when the caller has already listed `_delta_log`.
+
+    A checkpoint that turns out unreadable (empty, not parquet, a missing sidecar) is passed over
+    for an older one, or for the commits from version 0, as Spark's Delta does; when no other
+    checkpoint can replace it, its `CorruptLogError` is raised.
+    """
+    use_compactions = conf_get(spark, USE_COMPACTIONS_CONF, "true").strip().lower() == "true"
+    skipped: set[int] = set()
+    first_error: CorruptLogError | None = None
+    segment: LogSegment | None = None
+    while True:
+        try:
+            segment = plan_segment(storage, table_path, version, use_compactions, listing, frozenset(skipped))
+            root = table_root_from(list(segment.listing), storage, table_path)
+            return load_snapshot(spark, storage, segment, root)
+        except CorruptLogError as exc:
+            if listing is None:
+                listing = list_log_files(storage, log_dir_of(table_path)) or []
+            bad = _unreadable_checkpoint(exc, segment, listing)
+            if bad is None or bad in skipped:
+                raise
+            log.warning("Checkpoint at version %d cannot be read (%s); replaying without it", bad, exc)
+            first_error = first_error or exc
+            skipped.add(bad)
+        except (NonContiguousVersionsError, VersionNotFoundError) as exc:
+            if first_error is None:
+                raise
+            raise CorruptLogError(
+                first_error.path,
+                f"{first_error.reason}; no older checkpoint can replace it ({exc})",
+            ) from exc

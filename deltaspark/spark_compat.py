@@ -6,9 +6,14 @@ place that depends on that difference goes through this module.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from functools import lru_cache
 from typing import Any
 
+import pyspark
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
@@ -29,15 +34,29 @@ def _major_minor(version: str) -> tuple[int, int]:
     return major, minor
 
 
+PYSPARK_VERSION = _major_minor(pyspark.__version__)  # the client library (Column API, functions)
+_ANSI = "spark.sql.ansi.enabled"
+
+
 def spark_version(spark: SparkSession) -> tuple[int, int]:
     return _major_minor(spark.version)
 
 
 def try_cast(column: Column, data_type: DataType) -> Column:
     """A cast that yields null instead of failing (Spark 4 runs in ANSI mode by default)."""
-    if hasattr(column, "try_cast"):
+    if callable(getattr(type(column), "try_cast", None)):  # pyspark 4 (classic and Connect)
         return column.try_cast(data_type)
-    return column.cast(data_type)  # Spark 3.5: non-ANSI by default, casts already yield null
+    # pyspark 3.5 has no Column.try_cast (and `hasattr(column, "try_cast")` is always true there:
+    # Column.__getattr__ makes a field access). Its Cast fixes legacy or ANSI evaluation from
+    # spark.sql.ansi.enabled when the expression is built, so it is built with ANSI off.
+    spark = SparkSession.getActiveSession()
+    if spark is None or is_connect(spark) or conf_get(spark, _ANSI, "false").lower() != "true":
+        return column.cast(data_type)
+    spark.conf.set(_ANSI, "false")
+    try:
+        return column.cast(data_type)
+    finally:
+        spark.conf.set(_ANSI, "true")
 
 
 def url_decode(column: Column) -> Column:
@@ -82,3 +101,55 @@ def read_paths(spark: SparkSession, reader: Any, fmt: str, paths: list[str]) -> 
             spark.conf.unset(_LISTING_PARALLELISM)
         else:
             spark.conf.set(_LISTING_PARALLELISM, previous)
+
+
+# What deltaspark's executor code (deletion vectors, the distributed reader) imports in Spark's
+# Python workers; pandas because PySpark's Arrow UDFs refuse to start without it.
+WORKER_MODULES = ("pyarrow", "pyroaring", "pandas")
+_checked_workers: dict[str, str | None] = {}
+
+
+def _worker_problem(python: str) -> str | None:
+    """Why `python` cannot run deltaspark's executor code, or None when it can."""
+    if python in _checked_workers:
+        return _checked_workers[python]
+    resolved = shutil.which(python) or python
+    problem: str | None = None
+    if os.path.abspath(resolved) != os.path.abspath(sys.executable):
+        probe = "import " + ", ".join(WORKER_MODULES)
+        try:
+            proc = subprocess.run([resolved, "-c", probe], capture_output=True, text=True, timeout=120)
+            if proc.returncode != 0:
+                lines = (proc.stderr or proc.stdout).strip().splitlines()
+                problem = lines[-1] if lines else f"exit code {proc.returncode}"
+        except (OSError, subprocess.SubprocessError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+    _checked_workers[python] = problem
+    return problem
+
+
+def check_python_workers(spark: SparkSession) -> None:
+    """Fail early, with what to set, when the Python that Spark starts for its workers cannot import
+    what deltaspark's executor code needs.
+
+    PySpark starts workers with `PYSPARK_PYTHON` (or `python3` from PATH) unless told otherwise, which
+    in a script run from a virtual environment is often another Python than the driver's. That can
+    only be checked from the driver in local mode, where workers run on this machine; on a cluster a
+    missing module fails the query, and eager operations name it (`WorkerEnvironmentError`).
+    """
+    if is_connect(spark):
+        return
+    context = spark.sparkContext
+    if not str(context.master).startswith("local"):
+        return
+    python = getattr(context, "pythonExec", None) or "python3"
+    problem = _worker_problem(python)
+    if problem:
+        from deltaspark.errors import WorkerEnvironmentError
+
+        raise WorkerEnvironmentError(
+            f"Spark's Python workers run `{python}`, which cannot import what deltaspark's executor code "
+            f"needs ({', '.join(WORKER_MODULES)}): {problem}. Set PYSPARK_PYTHON={sys.executable} before "
+            "the Spark session starts (or spark.pyspark.python with spark-submit), or install deltaspark "
+            f"into that Python"
+        )

@@ -10,17 +10,23 @@ ABFS, GCS, local) works with the cluster's own configuration and credentials:
 
 from __future__ import annotations
 
+import functools
 import logging
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from .errors import UnsupportedSessionError
-from .spark_compat import is_connect
+from deltaspark.errors import DeltaSparkError, UnsupportedSessionError
+from deltaspark.spark_compat import is_connect
+from deltaspark.spark_errors import raise_translated
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,23 @@ class Storage(ABC):
         raise self._cannot_write("delete files")
 
 
+def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
+    """File system failures (permission denied, no FileSystem for the scheme, ...) as deltaspark
+    errors naming the path, instead of a py4j stack trace."""
+
+    @functools.wraps(method)
+    def wrapper(self: Storage, path: str, *args: Any, **kwargs: Any) -> T:
+        try:
+            return method(self, path, *args, **kwargs)
+        except DeltaSparkError:
+            raise
+        except Exception as exc:
+            raise_translated(exc, self.spark, path)
+            raise  # pragma: no cover - raise_translated always raises
+
+    return wrapper
+
+
 class HadoopStorage(Storage):
     def __init__(self, spark: SparkSession) -> None:
         super().__init__(spark)
@@ -120,14 +143,17 @@ class HadoopStorage(Storage):
             fs = fs.getRawFileSystem()
         return fs, jpath
 
+    @_named_errors
     def qualify(self, path: str) -> str:
         fs, jpath = self._fs_and_path(path)
         return str(fs.makeQualified(jpath).toString())
 
+    @_named_errors
     def exists(self, path: str) -> bool:
         fs, jpath = self._fs_and_path(path)
         return bool(fs.exists(jpath))
 
+    @_named_errors
     def list_dir(self, path: str, name_glob: str | None = None) -> list[FileStatus] | None:
         fs, jpath = self._fs_and_path(path)
         if not fs.exists(jpath):
@@ -151,6 +177,7 @@ class HadoopStorage(Storage):
             )
         return out
 
+    @_named_errors
     def read_text(self, path: str) -> str | None:
         fs, jpath = self._fs_and_path(path)
         if not fs.exists(jpath):
@@ -161,6 +188,7 @@ class HadoopStorage(Storage):
         finally:
             stream.close()
 
+    @_named_errors
     def status(self, path: str) -> FileStatus | None:
         fs, jpath = self._fs_and_path(path)
         if not fs.exists(jpath):
@@ -173,6 +201,7 @@ class HadoopStorage(Storage):
             int(s.getModificationTime()),
         )
 
+    @_named_errors
     def list_subdirs(self, path: str) -> list[FileStatus]:
         fs, jpath = self._fs_and_path(path)
         if not fs.exists(jpath):
@@ -185,10 +214,12 @@ class HadoopStorage(Storage):
             if s.isDirectory()
         ]
 
+    @_named_errors
     def mkdirs(self, path: str) -> None:
         fs, jpath = self._fs_and_path(path)
         fs.mkdirs(jpath)
 
+    @_named_errors
     def write_text(self, path: str, text: str, overwrite: bool = False) -> None:
         fs, jpath = self._fs_and_path(path)
         stream = fs.create(jpath, overwrite)
@@ -197,6 +228,7 @@ class HadoopStorage(Storage):
         finally:
             stream.close()
 
+    @_named_errors
     def rename(self, src: str, dst: str) -> bool:
         fs, jsrc = self._fs_and_path(src)
         _, jdst = self._fs_and_path(dst)
@@ -206,6 +238,7 @@ class HadoopStorage(Storage):
             return False
         return bool(fs.rename(jsrc, jdst))
 
+    @_named_errors
     def replace(self, src: str, dst: str) -> None:
         fs, jsrc = self._fs_and_path(src)
         _, jdst = self._fs_and_path(dst)
@@ -216,6 +249,7 @@ class HadoopStorage(Storage):
                 fs.delete(jdst, False)
         raise OSError(f"could not move {src} to {dst}")
 
+    @_named_errors
     def delete(self, path: str, recursive: bool = False) -> bool:
         fs, jpath = self._fs_and_path(path)
         return bool(fs.delete(jpath, recursive))
@@ -240,6 +274,7 @@ class DataFrameStorage(Storage):
             return path
         return "file:" + path if path.startswith("/") else path
 
+    @_named_errors
     def _scan(self, path: str, name_glob: str | None) -> list[FileStatus] | None:
         reader = self.spark.read.format("binaryFile")
         if name_glob:
@@ -279,6 +314,7 @@ class DataFrameStorage(Storage):
         depth = min(s.path.count("/") for s in statuses)
         return [s for s in statuses if s.path.count("/") == depth]
 
+    @_named_errors
     def read_text(self, path: str) -> str | None:
         if name_of(path).startswith(("_", ".")):
             # Spark's file sources skip names starting with `_` or `.` even when named

@@ -1,4 +1,9 @@
-"""`DeltaTable`: the entry point users import, named after delta-spark's Python API."""
+"""`DeltaTable`: the entry point users import, named after delta-spark's Python API.
+
+The facade only finds the table and the versions asked for; the work is done by the layers below
+(`log` reads the transaction log, `read` reads rows, `maintenance` writes checkpoints and cleans
+up), which never import this module.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +13,26 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from .commit_timestamps import first_version_at_or_after, to_epoch_ms, version_at_timestamp
-from .errors import InvalidArgumentError, TableNotFoundError
-from .history import history_frame
-from .log_files import LogFile, LogFileKind
-from .log_listing import list_log_files, log_dir_of, plan_segment, read_last_checkpoint, table_root_from
-from .snapshot import Snapshot, load_snapshot
-from .spark_compat import conf_get
-from .storage import Storage, storage_for
+from deltaspark.errors import InvalidArgumentError, TableNotFoundError
+from deltaspark.log.commit_timestamps import first_version_at_or_after, to_epoch_ms, version_at_timestamp
+from deltaspark.log.files import LogFile, LogFileKind
+from deltaspark.log.history import history_frame
+from deltaspark.log.listing import list_log_files, log_dir_of, read_last_checkpoint
+from deltaspark.maintenance.checkpoint_writer import (
+    CheckpointResult,
+    protected_before_version,
+    write_checkpoint,
+)
+from deltaspark.maintenance.log_cleanup import LogCleanupResult, cleanup_log
+from deltaspark.read.change_data_feed import read_changes
+from deltaspark.read.table_detail import detail_frame
+from deltaspark.snapshot import USE_COMPACTIONS_CONF, Snapshot, load_version
+from deltaspark.spark_errors import eager
+from deltaspark.storage import Storage, storage_for
 
 log = logging.getLogger(__name__)
 
-USE_COMPACTIONS_CONF = "spark.deltaspark.replay.useLogCompaction"
+__all__ = ["USE_COMPACTIONS_CONF", "DeltaTable", "TimestampLike"]
 
 TimestampLike = str | dt.datetime | dt.date | int
 
@@ -33,6 +46,7 @@ class DeltaTable:
         self._storage = storage or storage_for(spark)
 
     @classmethod
+    @eager
     def forPath(cls, spark: SparkSession, path: str) -> DeltaTable:
         """The Delta table at `path`; raises `TableNotFoundError` if there is none."""
         table = cls(spark, path)
@@ -62,9 +76,16 @@ class DeltaTable:
     def __repr__(self) -> str:
         return f"DeltaTable({self._path!r})"
 
-    def _use_compactions(self) -> bool:
-        return conf_get(self._spark, USE_COMPACTIONS_CONF, "true").lower() == "true"
+    def _listing(self) -> list[LogFile]:
+        listing = list_log_files(self._storage, log_dir_of(self._path))
+        if listing is None:
+            raise TableNotFoundError(self._path)
+        return listing
 
+    def _load(self, version: int | None, listing: list[LogFile] | None = None) -> Snapshot:
+        return load_version(self._spark, self._storage, self._path, version, listing)
+
+    @eager
     def snapshot(self, version: int | None = None, timestamp: TimestampLike | None = None) -> Snapshot:
         """The table at the latest version, at `version`, or as of `timestamp`."""
         if version is not None and timestamp is not None:
@@ -73,26 +94,19 @@ class DeltaTable:
             raise InvalidArgumentError(f"version must be an integer, got {version!r}")
         listing = None
         if timestamp is not None:
-            listing = list_log_files(self._storage, log_dir_of(self._path))
-            if listing is None:
-                raise TableNotFoundError(self._path)
+            listing = self._listing()
             latest = self._load(None, listing)
             wanted = to_epoch_ms(self._spark, timestamp)
             version = version_at_timestamp(self._spark, listing, latest.inCommitTimestamps, wanted)
             log.info("Timestamp %s resolves to version %d", timestamp, version)
         return self._load(version, listing)
 
-    def _load(self, version: int | None, listing: list[LogFile] | None) -> Snapshot:
-        segment = plan_segment(
-            self._storage, self._path, version, use_compactions=self._use_compactions(), listing=listing
-        )
-        root = table_root_from(list(segment.listing), self._storage, self._path)
-        return load_snapshot(self._spark, self._storage, segment, root)
-
+    @eager
     def toDF(self, filter: Any = None, rowTracking: bool = False) -> DataFrame:  # noqa: A002
         """The latest version's rows; see `Snapshot.toDF`."""
         return self.snapshot().toDF(filter, rowTracking=rowTracking)
 
+    @eager
     def changes(
         self,
         startingVersion: int | None = None,
@@ -102,17 +116,17 @@ class DeltaTable:
     ) -> DataFrame:
         """The change data feed between two versions (inclusive; the end defaults to the latest),
         or between two timestamps: the table's columns plus `_change_type`, `_commit_version` and
-        `_commit_timestamp`. See `deltaspark.change_data_feed`."""
-        from .change_data_feed import read_changes
-
+        `_commit_timestamp`. See `deltaspark.read.change_data_feed`."""
         if (startingVersion is None) == (startingTimestamp is None):
             raise InvalidArgumentError("Give exactly one of startingVersion and startingTimestamp")
         if endingVersion is not None and endingTimestamp is not None:
             raise InvalidArgumentError("Give at most one of endingVersion and endingTimestamp")
+        for name, value in (("startingVersion", startingVersion), ("endingVersion", endingVersion)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise InvalidArgumentError(f"{name} must be an integer, got {value!r}")
+        listing = self._listing()
         if startingTimestamp is not None or endingTimestamp is not None:
-            listing = list_log_files(self._storage, log_dir_of(self._path)) or []
-            latest = self._load(None, listing)
-            ict = latest.inCommitTimestamps
+            ict = self._load(None, listing).inCommitTimestamps
             if startingTimestamp is not None:
                 wanted = to_epoch_ms(self._spark, startingTimestamp)
                 startingVersion = first_version_at_or_after(self._spark, listing, ict, wanted)
@@ -120,34 +134,39 @@ class DeltaTable:
                 wanted = to_epoch_ms(self._spark, endingTimestamp)
                 endingVersion = version_at_timestamp(self._spark, listing, ict, wanted)
         assert startingVersion is not None
-        return read_changes(self, startingVersion, endingVersion)
+        latest = self._load(endingVersion, listing)
+        if startingVersion < 0 or startingVersion > latest.version:
+            raise InvalidArgumentError(
+                f"startingVersion {startingVersion} must be between 0 and the ending version {latest.version}"
+            )
+        start = latest if startingVersion == latest.version else self._load(startingVersion, listing)
+        return read_changes(start, latest, listing)
 
+    @eager
     def detail(self) -> DataFrame:
         """One row describing the table, like DESCRIBE DETAIL."""
-        from .table_detail import detail_frame
-
         return detail_frame(self.snapshot())
 
+    @eager
     def history(self, limit: int | None = None) -> DataFrame:
         """`commitInfo` of every commit in the log, newest first (like DESCRIBE HISTORY)."""
-        listing = list_log_files(self._storage, log_dir_of(self._path))
-        if listing is None:
-            raise TableNotFoundError(self._path)
+        listing = self._listing()
         latest = self._load(None, listing)
         return history_frame(self._spark, listing, latest.inCommitTimestamps, limit)
 
-    def checkpoint(  # noqa: ANN201
+    @eager
+    def checkpoint(
         self, version: int | None = None, actionsPerPart: int | None = None, v2Format: str | None = None
-    ):
-        """Write a checkpoint of the latest version (or `version`) as a distributed write; returns a
-        `CheckpointResult`. See `deltaspark.checkpoint_writer`."""
-        from .checkpoint_writer import checkpoint_table
+    ) -> CheckpointResult:
+        """Write a checkpoint of the latest version (or `version`) as a distributed write. The latest
+        snapshot decides whether `checkpointProtection` forbids checkpointing an older version.
+        See `deltaspark.maintenance.checkpoint_writer`."""
+        latest = self.snapshot()
+        snapshot = latest if version is None or version == latest.version else self.snapshot(version=version)
+        return write_checkpoint(snapshot, actionsPerPart, v2Format, protected_before_version(latest))
 
-        return checkpoint_table(self, version, actionsPerPart, v2Format)
-
-    def cleanupLog(self, dryRun: bool = True):  # noqa: ANN201
+    @eager
+    def cleanupLog(self, dryRun: bool = True) -> LogCleanupResult:
         """Metadata cleanup: delete log files older than `delta.logRetentionDuration` that no retained
-        version needs; with `dryRun` (the default) only list them. Returns a `LogCleanupResult`."""
-        from .log_cleanup import cleanup_log
-
-        return cleanup_log(self, dryRun)
+        version needs; with `dryRun` (the default) only list them."""
+        return cleanup_log(self._storage, self._path, dryRun)

@@ -9,7 +9,7 @@ checkpoint, write a checkpoint of its latest version (a distributed write); then
 One failing table does not stop the others. A summary table is printed and a JSON summary written
 (`--output`, a local path or any Hadoop path such as s3a://...). The exit code is 1 if any table
 failed. Only the driver needs deltaspark installed (or shipped with `--py-files`): executors run
-plain DataFrame operations. The job itself lives in `deltaspark.maintenance`, so the same code also
+plain DataFrame operations. The job itself lives in `deltaspark.maintenance.job`, so the same code also
 runs as the `deltaspark-checkpoint-job` console script or a Databricks Python wheel task.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from deltaspark.maintenance import build_parser, main, maintain_table
+from deltaspark.maintenance.job import build_parser, main, maintain_table
 
 __all__ = ["build_parser", "main", "maintain_table"]
 

@@ -269,7 +269,7 @@ class LogBuilder:
         return self.parquet(name, top)
 
     def last_checkpoint(self, version: int, checksum: str | None = None, **fields: Any) -> Path:
-        from deltaspark.json_checksum import checksum_of
+        from deltaspark.log.json_checksum import checksum_of
 
         document: dict[str, Any] = {"version": version, "size": 1, **fields}
         document["checksum"] = checksum if checksum is not None else checksum_of(document)

@@ -21,9 +21,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from deltaspark import DeltaTable, UnsupportedFeatureError
-from deltaspark.checkpoint_writer import write_checkpoint
 from deltaspark.errors import UnsupportedSessionError, UnsupportedWriterFeatureError
-from deltaspark.json_checksum import checksum_of_text
+from deltaspark.log.json_checksum import checksum_of_text
+from deltaspark.maintenance.checkpoint_writer import write_checkpoint
 from deltaspark.spark_compat import is_connect
 from tests.conftest import REPO
 from tests.log_builder import LogBuilder, add, commit_info, domain, dv, metadata, protocol, remove, txn

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -79,3 +80,51 @@ def test_console_script_runs_the_demo_end_to_end(tmp_path):
     proc = subprocess.run([exe, "demo", "--path", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "5 file(s) at version 3" in proc.stdout
+
+
+def test_version_and_help_name_everything(capsys):
+    from deltaspark import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith(f"deltaspark {__version__} (pyspark ")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("describe", "files", "history", "checkpoint", "cleanup", "demo"):
+        assert f"\n    {command} " in out, command
+    assert "--version" in out
+
+
+def test_files_of_a_column_mapped_table_show_logical_names(spark, conformance, capsys):
+    """Physical names (`col-5f42...`) mean nothing to a reader: partition values by logical name,
+    nulls as null, long paths cut to a readable width."""
+    path = str(conformance / "data-reader-partition-values-column-mapping-name")
+    assert main(["files", path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "3 file(s) at version 0" and lines[1].split()[:3] == [
+        "path",
+        "size",
+        "partitionValues",
+    ]
+    cells = [re.split(r"\s{2,}", line.strip()) for line in lines[3:]]
+    assert all(len(row[0]) <= 72 for row in cells)  # physical-name paths cut to a readable width
+    partitions = [row[2] for row in cells]
+    assert any("as_int=0" in p for p in partitions) and any(
+        "as_int=null, as_long=null" in p for p in partitions
+    )
+    assert not any("col-" in p for p in partitions)  # logical names, not physical ones
+    assert main(["files", path, "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["partitionValues"]["as_int"] for r in rows} == {"0", "1", None}
+
+
+def test_checkpoint_rerun_says_it_was_already_there(spark, small_table, capsys):
+    assert main(["checkpoint", small_table.path]) == 0
+    first = capsys.readouterr().out
+    assert first.startswith("Wrote a classic checkpoint of version 2")
+    assert main(["checkpoint", small_table.path]) == 0
+    again = capsys.readouterr().out
+    assert "Wrote" not in again and "already there" in again
+    assert "00000000000000000002.checkpoint.parquet  (already there, kept)" in again

@@ -16,8 +16,17 @@ from urllib.parse import unquote
 import pytest
 
 from deltaspark import DeltaTable, TableNotFoundError, UnsupportedFeatureError
+from deltaspark.spark_compat import PYSPARK_VERSION
 from tests.conftest import conformance_root
 from tests.reference_replay import dv_id, replay
+
+# Tables with variant columns (their schemaString has the `variant` type): Spark 3.5 cannot read them.
+VARIANT_TABLES = {
+    "spark-shredded-variant-preview-delta",
+    "spark-variant-checkpoint",
+    "spark-variant-stable-feature-checkpoint",
+    "unshredded-variant",
+}
 
 # Tables that must be refused, with the exception and the words its message must name.
 REFUSED = {
@@ -25,6 +34,13 @@ REFUSED = {
     "table-with-geo": (UnsupportedFeatureError, "geospatial"),
     "crc-malformed": (TableNotFoundError, "no commit or checkpoint"),
 }
+if PYSPARK_VERSION < (4, 0):
+    REFUSED.update(
+        {
+            name: (UnsupportedFeatureError, r"variant columns, which Spark 3\.5 cannot read")
+            for name in VARIANT_TABLES
+        }
+    )
 
 
 def _tables() -> list[str]:
@@ -49,6 +65,12 @@ TABLES = _tables()
 def test_conformance_folder_is_present_and_complete(conformance):
     assert len(TABLES) >= 60, f"expected the full conformance set under {conformance}, found {len(TABLES)}"
     assert set(REFUSED) <= set(TABLES)
+    with_variant = {name for name in TABLES if b'\\"variant\\"' in _commit_bytes(conformance / name)}
+    assert with_variant == VARIANT_TABLES
+
+
+def _commit_bytes(table_dir: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted((table_dir / "_delta_log").glob("*.json")))
 
 
 def _absolute(root: Path, path: str) -> str:
@@ -203,7 +225,7 @@ def test_expired_transactions_follow_set_transaction_retention(spark, conformanc
 
 
 def test_last_checkpoint_checksums_of_real_tables_verify(conformance):
-    from deltaspark.json_checksum import checksum_of_text
+    from deltaspark.log.json_checksum import checksum_of_text
 
     checked = 0
     for path in sorted(conformance.glob("*/_delta_log/_last_checkpoint")):

@@ -189,11 +189,26 @@ def test_truncated_file_action_fails_the_query_with_the_file_named(spark, log):
             query()
 
 
-def test_corrupt_checkpoint_file_is_named(spark, log):
+def test_corrupt_checkpoint_without_replacement_is_named(spark, log):
     log.commit(0, protocol(), metadata(), add("a"))
-    log.raw("00000000000000000000.checkpoint.parquet", b"PAR1 definitely not parquet")
-    with pytest.raises(CorruptLogError, match="checkpoint.parquet"):
+    log.commit(1, add("b"))
+    log.raw("00000000000000000001.checkpoint.parquet", b"PAR1 definitely not parquet")
+    (log.log / "00000000000000000000.json").unlink()  # nothing older can replace the checkpoint
+    with pytest.raises(CorruptLogError, match=r"00001\.checkpoint\.parquet.*no older checkpoint"):
         DeltaTable.forPath(spark, log.path).snapshot()
+
+
+def test_corrupt_checkpoint_is_replaced_by_the_commits(spark, log, caplog):
+    """As Spark's Delta does: an unreadable checkpoint is passed over for an older one (or the
+    commits from version 0), with a warning naming it; the answer is the same state."""
+    log.commit(0, protocol(), metadata(), add("a"))
+    log.commit(1, add("b"))
+    log.raw("00000000000000000001.checkpoint.parquet", b"PAR1 definitely not parquet")
+    with caplog.at_level(logging.WARNING, logger="deltaspark"):
+        snap = DeltaTable.forPath(spark, log.path).snapshot()
+    assert snap.version == 1 and snap.segment.checkpoint is None
+    assert paths(snap) == ["a", "b"]
+    assert any("00001.checkpoint.parquet" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.connect
@@ -203,5 +218,6 @@ def test_missing_sidecar_is_named(spark, log):
     log.v2_checkpoint(0, [v2, metadata()], [[add("a")]])
     for sidecar in (log.log / "_sidecars").iterdir():
         sidecar.unlink()
+    (log.log / "00000000000000000000.json").unlink()  # nothing but the checkpoint describes version 0
     with pytest.raises(CorruptLogError, match="sidecar"):
         DeltaTable.forPath(spark, log.path).snapshot()

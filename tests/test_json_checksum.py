@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from deltaspark.json_checksum import (
+from deltaspark.log.json_checksum import (
     DuplicateKeyError,
     canonicalize,
     checksum_of_text,
     parse_json_preserving_numbers,
     url_encode,
 )
-from deltaspark.last_checkpoint import parse_last_checkpoint
+from deltaspark.log.last_checkpoint import parse_last_checkpoint
 
 SPEC_SAMPLE = (
     '{"k0":"\'v 0\'", "checksum": "adsaskfljadfkjadfkj", "k1":{"k2": 2, "k3": ["v3", [1, 2], '

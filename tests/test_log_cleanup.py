@@ -12,7 +12,7 @@ import pytest
 
 from deltaspark import DeltaTable, VersionNotFoundError
 from deltaspark.errors import UnsupportedWriterFeatureError
-from deltaspark.log_cleanup import cleanup_log
+from deltaspark.maintenance.log_cleanup import cleanup_log
 from deltaspark.storage import HadoopStorage
 from tests.log_builder import add, commit_info, metadata, protocol, remove
 
@@ -107,11 +107,11 @@ def test_cutoff_is_midnight_utc_of_the_retention_day_and_times_are_monotonic(spa
     log.classic_checkpoint(2, _state(2, config))
     log.classic_checkpoint(3, _state(3, config))
     table = DeltaTable.forPath(spark, log.path)
-    result = cleanup_log(table, dry_run=True, now_ms=now)
+    result = cleanup_log(table._storage, table.path, dry_run=True, now_ms=now)
     assert result.cutoffTimestamp == "2024-06-08T00:00:00+00:00"
     assert (result.cutoffCommitVersion, result.checkpointVersion) == (1, 1)
     assert [p.rsplit("/", 1)[-1] for p in result.files] == [f"{0:020d}.json"]
-    a_day_later = cleanup_log(table, dry_run=True, now_ms=now + DAY)
+    a_day_later = cleanup_log(table._storage, table.path, dry_run=True, now_ms=now + DAY)
     assert (a_day_later.cutoffCommitVersion, a_day_later.checkpointVersion) == (3, 3)
 
 

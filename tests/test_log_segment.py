@@ -8,8 +8,8 @@ import re
 import pytest
 
 from deltaspark.errors import NonContiguousVersionsError, TableNotFoundError, VersionNotFoundError
-from deltaspark.log_files import LogFileKind, names_from_version_glob, parse_log_file
-from deltaspark.log_segment import build_log_segment
+from deltaspark.log.files import LogFileKind, names_from_version_glob, parse_log_file
+from deltaspark.log.segment import build_log_segment
 
 
 def listing(*names: str):

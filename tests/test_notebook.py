@@ -1,32 +1,78 @@
-"""notebooks/quickstart.ipynb runs top to bottom (on the demo table)."""
+"""notebooks/quickstart.ipynb runs top to bottom on the demo table and on other tables, and is
+committed with the outputs of a run."""
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
-from tests.conftest import REPO
+from tests.conftest import CONNECT, REPO
+
+NOTEBOOK = REPO / "notebooks" / "quickstart.ipynb"
+pytestmark = pytest.mark.skipif(CONNECT, reason="each run starts a kernel with its own classic session")
 
 
-def test_quickstart_notebook_runs_top_to_bottom(tmp_path):
-    notebook = nbformat.read(REPO / "notebooks" / "quickstart.ipynb", as_version=4)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    NotebookClient(
-        notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
-    errors = [
-        o for c in notebook.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
-    ]
+def run(tmp_path: Path, table: str | None) -> tuple[str, list]:
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    env = dict(os.environ)
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    if table:
+        env["DELTASPARK_TABLE"] = table
+    else:
+        env.pop("DELTASPARK_TABLE", None)
+    previous = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)  # the kernel inherits this process's environment
+    try:
+        NotebookClient(
+            notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        ).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(previous)
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs]
+    errors = [f"{o.ename}: {o.evalue}" for o in outputs if o.output_type == "error"]
     assert errors == []
-    text = "".join(
-        o.get("text", "")
-        for c in notebook.cells
-        if c.cell_type == "code"
-        for o in c.outputs
-        if o.output_type == "stream"
-    )
-    assert "version 3" in text and "148 rows" in text and "rows at version 1: 150" in text
-    assert "files scanned for the filter: 2 of 5" in text
+    text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    return text, outputs
+
+
+def images(outputs: list) -> int:
+    return sum("image/png" in o.get("data", {}) for o in outputs)
+
+
+def test_quickstart_on_the_demo_table(tmp_path):
+    text, outputs = run(tmp_path, None)
+    assert "version 3" in text and "148 rows" in text
+    assert "files scanned for the filter: 2 of 5" in text  # the busiest region, apac
+    assert "rows at version 2: 138 - at version 3: 148" in text
+    assert "as of" in text and ": version 2" in text  # a version's own timestamp finds that version
+    assert images(outputs) == 1  # rendered inline, saved with the notebook
+
+
+@pytest.mark.parametrize(
+    ("name", "facts"),
+    [
+        ("basic-dv-with-checkpoint", ["files scanned for the filter:", "rows at version"]),
+        ("data-reader-partition-values-column-mapping-name", ["column mapping name", "files scanned"]),
+    ],
+)
+def test_quickstart_on_other_tables(tmp_path, conformance, name, facts):
+    """No column of the demo table is assumed: the filter, plots and time travel come from the table."""
+    text, outputs = run(tmp_path, str(conformance / name))
+    for fact in facts:
+        assert fact in text
+    assert images(outputs) == 1
+
+
+def test_quickstart_is_committed_with_its_outputs():
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert all(c.outputs for c in code), "run the notebook and save it with its outputs"
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    assert images([o for c in code for o in c.outputs]) == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from deltaspark.predicates import And, Cmp, In, IsNull, Lit, Not, Opaque, Or, Ref, parse_sql
+from deltaspark.read.predicates import And, Cmp, In, IsNull, Lit, Not, Opaque, Or, Ref, parse_sql
 
 
 def test_comparisons_and_boolean_structure():

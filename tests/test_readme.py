@@ -18,3 +18,21 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one():
     assert demo.endswith("deltaspark demo") and "pip install -e ." in demo
     assert tests.endswith(TEST_COMMAND) and "pip install -e '.[test]'" in tests
     assert TEST_COMMAND in (REPO / ".ci" / "run").read_text()
+
+
+def test_ci_runs_the_suite_on_pyspark_4_and_3_5():
+    ci = (REPO / ".ci" / "run").read_text()
+    assert ".venv35/bin/python -m pytest -q -p no:cacheprovider" in ci
+    assert "'pyspark[connect]>=3.5,<3.6'" in ci
+    assert ci.index(TEST_COMMAND) < ci.index(".venv35/bin/python -m pytest")
+
+
+def test_readme_never_tells_users_to_pip_install_from_pypi():
+    """The package is not on PyPI: every install command shown must be one that works."""
+    install = re.compile(r"pip install (?:-\S+ )*deltaspark(?:\s|$)")
+    for path in [REPO / "README.md", REPO / "notebooks" / "README.md"]:
+        blocks = re.findall(r"```.*?```", path.read_text(), flags=re.S)
+        assert not [b for b in blocks if install.search(b)], path.name
+        assert "PyPI `deltaspark`" not in path.read_text()
+    for path in REPO.glob("notebooks/*.ipynb"):
+        assert not install.search(path.read_text()), path.name

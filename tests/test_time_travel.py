@@ -77,6 +77,23 @@ def test_file_times_are_made_monotonic(spark, log):
     assert times[2] > times[1] > times[0]
 
 
+def test_a_versions_timestamp_finds_that_version(spark, log):
+    """`snapshot(version=v).timestamp` is the time history shows and timestamp time travel resolves
+    to v - also when the snapshot was planned from `_last_checkpoint` (only the log's tail listed)
+    and commits share a file time (copied tables), where monotonic times depend on the whole log."""
+    log.commit(0, protocol(), metadata(), add("a"), mtime_ms=T0)
+    for version in range(1, 6):
+        log.commit(version, add(f"f{version}"), mtime_ms=T0)
+    log.classic_checkpoint(4, [protocol(), metadata(), add("a"), *[add(f"f{v}") for v in range(1, 5)]])
+    log.last_checkpoint(4)
+    table = DeltaTable.forPath(spark, log.path)
+    history = {r["version"]: r["timestamp"] for r in table.history().collect()}
+    for version in range(6):
+        snap = table.snapshot() if version == 5 else table.snapshot(version=version)
+        assert snap.timestamp.replace(tzinfo=None) == history[version]
+        assert table.snapshot(timestamp=snap.timestamp).version == version
+
+
 @pytest.fixture
 def ict_table(log):
     """Commits 0-1 before in-commit timestamps, enabled at version 2; file times are misleading."""

@@ -1,0 +1,234 @@
+"""Decoding deletion vectors ("Deletion Vector Format", "Deletion Vector File Storage Format").
+
+Pure functions over bytes - no Spark, no file system - because they run inside Spark tasks
+(`mapInArrow`) on executors, which only need `pyarrow` and `pyroaring`. A DV is a
+RoaringBitmapArray: magic number 1681511377 (little endian) followed by a 64-bit roaring bitmap in
+the portable format (`pyroaring.BitMap64`). On disk it is framed as
+`dataSize (4 bytes BE) | bitmap | CRC-32 of bitmap (4 bytes BE)` at the descriptor's offset.
+Inline DVs are Z85-encoded in the log.
+
+Errors are `DeletionVectorError`s whose message starts with `deltaspark:` and names the data file
+and the DV: raised inside a Spark task, that message is all that reaches the user.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from deltaspark.errors import DeletionVectorError
+
+PORTABLE_MAGIC = 1681511377  # little endian, portable 64-bit roaring format
+NATIVE_MAGIC = 1681511376  # big endian, older native layout
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_Z85_VALUE = {ch: i for i, ch in enumerate(_Z85)}
+
+
+def z85_decode(text: str) -> bytes:
+    """Z85 (ZeroMQ base-85) to bytes.
+
+    Spark's Delta pads the bytes to a multiple of 4 and encodes whole 5-character groups. Other
+    writers (delta-rs) encode a short tail of n bytes as n + 1 characters left-padded with `#` to a
+    full group; such a group cannot be a whole one (its value would exceed 2^32), so a group that
+    starts with `#` is read as that tail.
+    """
+    if len(text) % 5:
+        raise DeletionVectorError(f"Z85 text length {len(text)} is not a multiple of 5")
+    out = bytearray()
+    for i in range(0, len(text), 5):
+        group = text[i : i + 5]
+        digits = group.lstrip("#") if group.startswith("#") else group
+        value = 0
+        for ch in digits:
+            try:
+                value = value * 85 + _Z85_VALUE[ch]
+            except KeyError:
+                raise DeletionVectorError(f"invalid Z85 character {ch!r}") from None
+        if len(digits) < 5:
+            out += value.to_bytes(max(len(digits) - 1, 0), "big")
+        else:
+            out += (value & 0xFFFFFFFF).to_bytes(4, "big")  # Spark's Delta keeps the low 32 bits too
+    return bytes(out)
+
+
+def z85_encode(data: bytes) -> str:
+    """Bytes (length a multiple of 4) to Z85; used to build test fixtures."""
+    if len(data) % 4:
+        raise DeletionVectorError("Z85 input length must be a multiple of 4")
+    chars = []
+    for i in range(0, len(data), 4):
+        value = int.from_bytes(data[i : i + 4], "big")
+        group = []
+        for _ in range(5):
+            value, digit = divmod(value, 85)
+            group.append(_Z85[digit])
+        chars += reversed(group)
+    return "".join(chars)
+
+
+def inline_bitmap_bytes(encoded: str, size_in_bytes: int) -> bytes:
+    """The RoaringBitmapArray bytes of an inline (`storageType = 'i'`) DV."""
+    return z85_decode(encoded)[:size_in_bytes]
+
+
+def uuid_relative_path(path_or_inline_dv: str) -> str:
+    """`<random prefix>/deletion_vector_<uuid>.bin` for `storageType = 'u'` (last 20 chars: Z85 UUID)."""
+    if len(path_or_inline_dv) < 20:
+        raise DeletionVectorError(f"pathOrInlineDv {path_or_inline_dv!r} is too short for a Z85 UUID")
+    prefix, encoded = path_or_inline_dv[:-20], path_or_inline_dv[-20:]
+    name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin"
+    return f"{prefix}/{name}" if prefix else name
+
+
+def unframe(blob: bytes, size_in_bytes: int, where: str) -> bytes:
+    """The bitmap bytes from an on-disk DV record (`dataSize | data | crc`), checking size and CRC-32."""
+    if len(blob) < size_in_bytes + 8:
+        raise DeletionVectorError(f"{where}: truncated deletion vector ({len(blob)} bytes)")
+    (data_size,) = struct.unpack(">i", blob[:4])
+    if data_size != size_in_bytes:
+        raise DeletionVectorError(
+            f"{where}: stored size {data_size} != descriptor sizeInBytes {size_in_bytes}"
+        )
+    data = blob[4 : 4 + data_size]
+    (expected,) = struct.unpack(">I", blob[4 + data_size : 8 + data_size])
+    actual = zlib.crc32(data) & 0xFFFFFFFF
+    if actual != expected:
+        raise DeletionVectorError(
+            f"{where}: CRC-32 mismatch (stored {expected:#010x}, computed {actual:#010x})"
+        )
+    return data
+
+
+def _native_bitmap(data: bytes):  # noqa: ANN202 - pyroaring.BitMap64
+    """The older "native" layout (big endian): count of 32-bit bitmaps, then each as
+    `size | roaring bytes`, bitmap i holding the rows whose high 32 bits are i. The protocol's
+    inline DV example (rows 3, 4, 7, 11, 18, 29) uses it."""
+    from pyroaring import BitMap, BitMap64
+
+    (count,) = struct.unpack(">i", data[4:8])
+    result, position = BitMap64(), 8
+    for high in range(count):
+        (size,) = struct.unpack(">i", data[position : position + 4])
+        low = BitMap.deserialize(data[position + 4 : position + 4 + size])
+        result.update((high << 32) | value for value in low)
+        position += 4 + size
+    return result
+
+
+def decode_bitmap(data: bytes, where: str):  # noqa: ANN201 - pyroaring.BitMap64
+    """A RoaringBitmapArray (magic + 64-bit roaring bitmap) as a `pyroaring.BitMap64`."""
+    from pyroaring import BitMap64
+
+    if len(data) < 4:
+        raise DeletionVectorError(f"{where}: deletion vector shorter than its magic number")
+    try:
+        if struct.unpack("<I", data[:4])[0] == PORTABLE_MAGIC:
+            return BitMap64.deserialize(data[4:])
+        if struct.unpack(">I", data[:4])[0] == NATIVE_MAGIC:
+            return _native_bitmap(data)
+    except Exception as exc:  # pyroaring raises ValueError / OverflowError on bad input
+        raise DeletionVectorError(f"{where}: malformed roaring bitmap ({exc})") from exc
+    raise DeletionVectorError(f"{where}: unknown deletion vector magic number {data[:4].hex()}")
+
+
+def encode_bitmap(rows: Iterator[int] | list[int]) -> bytes:
+    """RoaringBitmapArray bytes of the given row indexes; used to build test fixtures."""
+    from pyroaring import BitMap64
+
+    return struct.pack("<I", PORTABLE_MAGIC) + BitMap64(rows).serialize()
+
+
+def frame(data: bytes) -> bytes:
+    """An on-disk DV record for `data`; used to build test fixtures."""
+    return struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data) & 0xFFFFFFFF)
+
+
+def describe(storage_type: str | None, path_or_inline_dv: str | None, location: str | None) -> str:
+    """How a DV is named in errors: its file (and offset) on disk, or its inline text."""
+    if storage_type == "i":
+        text = path_or_inline_dv or ""
+        return f"(inline, {text[:40]}{'...' if len(text) > 40 else ''})"
+    return location or f"({storage_type}, {path_or_inline_dv})"
+
+
+def decode_descriptor(
+    storage_type: str | None,
+    path_or_inline_dv: str | None,
+    offset: int | None,
+    size_in_bytes: int | None,
+    cardinality: int | None,
+    record: bytes | None,
+    where: str,
+):  # noqa: ANN201 - pyroaring.BitMap64
+    """The deleted row indexes of one DV descriptor; `record` holds the on-disk bytes read from
+    `offset` (null for inline DVs). Every field the protocol requires is checked."""
+    if storage_type not in ("i", "u", "p"):
+        raise DeletionVectorError(f"unknown storageType {storage_type!r}")
+    if size_in_bytes is None or size_in_bytes < 0:
+        raise DeletionVectorError(f"sizeInBytes is {size_in_bytes!r}")
+    if cardinality is None or cardinality < 0:
+        raise DeletionVectorError(f"cardinality is {cardinality!r}")
+    if not path_or_inline_dv:
+        raise DeletionVectorError("pathOrInlineDv is empty")
+    if storage_type == "i":
+        data = inline_bitmap_bytes(path_or_inline_dv, size_in_bytes)
+        if len(data) < size_in_bytes:
+            raise DeletionVectorError(f"inline data is {len(data)} bytes, sizeInBytes says {size_in_bytes}")
+    else:
+        if offset is not None and offset < 0:
+            raise DeletionVectorError(f"offset {offset} is negative")
+        if record is None:
+            raise DeletionVectorError("the deletion vector file is missing or unreadable")
+        data = unframe(record, size_in_bytes, where)
+    bitmap = decode_bitmap(data, where)
+    if len(bitmap) != cardinality:
+        raise DeletionVectorError(f"{len(bitmap)} rows in the bitmap, cardinality says {cardinality}")
+    return bitmap
+
+
+def contextualize(exc: Exception, data_file: str, dv: str) -> DeletionVectorError:
+    """`exc` (from decoding) as the error users see: the data file and the DV named."""
+    reason = str(exc)
+    if reason.startswith(dv + ": "):
+        reason = reason[len(dv) + 2 :]
+    return DeletionVectorError(f"deltaspark: deletion vector {dv} of data file {data_file}: {reason}")
+
+
+def deleted_row_batches(batches):  # noqa: ANN001, ANN201 - Arrow batches in, Arrow batches out
+    """`mapInArrow` body: descriptor rows -> one `(key, row_index)` row per deleted row.
+
+    Input columns: `key` (string), `file` (the data file), `storageType`, `pathOrInlineDv`,
+    `offset`, `sizeInBytes`, `cardinality`, `record` (binary: the on-disk `dataSize|data|crc`
+    record; null for inline DVs), `where` (the DV file and offset).
+    """
+    import pyarrow as pa
+
+    for batch in batches:
+        keys: list[str] = []
+        indexes: list[int] = []
+        for row in batch.to_pylist():
+            bitmap = _decode_row(row)
+            keys += [row["key"]] * len(bitmap)
+            indexes += list(bitmap)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(keys, pa.string()), pa.array(indexes, pa.int64())], names=["key", "row_index"]
+        )
+
+
+def _decode_row(row: dict[str, Any]):  # noqa: ANN202
+    where = describe(row["storageType"], row["pathOrInlineDv"], row["where"])
+    try:
+        return decode_descriptor(
+            row["storageType"],
+            row["pathOrInlineDv"],
+            row["offset"],
+            row["sizeInBytes"],
+            row["cardinality"],
+            row["record"],
+            where,
+        )
+    except Exception as exc:  # any decoding failure, named
+        raise contextualize(exc, row["file"], where) from exc

@@ -1,0 +1,77 @@
+"""Typed partition values from the log's strings ("Partition Value Serialization").
+
+Every value is a string in `partitionValues` (keyed by physical name under column mapping); an
+empty string or a missing key is null. Timestamps written without a zone are read in the Spark
+session time zone, as Spark's Delta connector does; ISO-8601 values with `Z` are UTC.
+
+A value that does not parse as its column's type is a damaged log, not a null: given the log file
+and data file it belongs to, parsing fails the query naming both (`deltaspark: corrupt Delta log
+file ...`), so that no filter can silently drop those rows.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+from deltaspark.features.column_mapping import physical_name
+from deltaspark.spark_compat import try_cast
+from deltaspark.spark_errors import CORRUPT_LOG, own_error
+
+
+class ValueSource:
+    """Where partition values come from, for the error a value that does not parse raises: the log
+    file holding the action (`log_file`) and the data file it describes (`data_file`)."""
+
+    def __init__(self, log_file: Column, data_file: Column) -> None:
+        self.log_file = log_file
+        self.data_file = data_file
+
+    def invalid(self, field: StructField, raw: Column) -> Column:
+        reason = F.concat(
+            F.lit("the partition value '"),
+            raw,
+            F.lit(f"' of column `{field.name}` is not a valid {field.dataType.simpleString()} (data file "),
+            self.data_file,
+            F.lit(")"),
+        )
+        return own_error(CORRUPT_LOG, self.log_file, reason)
+
+
+def partition_fields(schema: StructType, partition_columns: tuple[str, ...] | list[str]) -> list[StructField]:
+    """The schema fields of the partition columns, in `partitionColumns` order (case-insensitive)."""
+    by_name = {f.name.lower(): f for f in schema.fields}
+    return [by_name[c.lower()] for c in partition_columns if c.lower() in by_name]
+
+
+def parse_partition_value(raw: Column, field: StructField, source: ValueSource | None = None) -> Column:
+    """The typed value of one serialized partition value; with `source`, a value that does not
+    parse fails the query, else it reads as null (only for callers that validate elsewhere)."""
+    value = F.when(raw.isNull() | (raw == F.lit("")), F.lit(None)).otherwise(raw)
+    data_type = field.dataType
+    if isinstance(data_type, StringType):
+        return value
+    if isinstance(data_type, BinaryType):
+        return value.cast(BinaryType())  # the string's characters, as UTF-8 bytes
+    typed = try_cast(value, data_type)
+    if source is None:
+        return typed
+    return F.when(value.isNotNull() & typed.isNull(), source.invalid(field, value)).otherwise(typed)
+
+
+def typed_partition_values(
+    partition_values: Column, fields: list[StructField], mode: str, source: ValueSource | None = None
+) -> Column:
+    """`struct<logical name: typed value, ...>` for a `partitionValues` map column."""
+    if not fields:
+        return F.lit(None).cast(StructType([]))
+    parts = [
+        parse_partition_value(partition_values.getItem(physical_name(f, mode)), f, source).alias(f.name)
+        for f in fields
+    ]
+    return F.struct(*parts)
+
+
+def partition_struct_type(fields: list[StructField]) -> StructType:
+    return StructType([StructField(f.name, f.dataType, True) for f in fields])

@@ -1,0 +1,104 @@
+"""Table history: the `commitInfo` of every commit still in the log, with its commit timestamp.
+
+The column set follows `DESCRIBE HISTORY` of Spark's Delta; the whole `commitInfo` object is also
+kept as JSON text (`commitInfo`) because writers are free to put anything in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from deltaspark.log.commit_timestamps import MISSING_ICT, InCommitTimestamps, monotonic_file_times
+from deltaspark.log.files import LogFile, LogFileKind
+from deltaspark.log.replay import read_json_actions
+from deltaspark.spark_errors import CORRUPT_LOG, own_error
+
+_STRINGS = MapType(StringType(), StringType())
+
+COMMIT_INFO = StructType(
+    [
+        StructField("inCommitTimestamp", LongType()),
+        StructField("timestamp", LongType()),
+        StructField("userId", StringType()),
+        StructField("userName", StringType()),
+        StructField("operation", StringType()),
+        StructField("operationParameters", _STRINGS),
+        StructField(
+            "job",
+            StructType(
+                [
+                    StructField("jobId", StringType()),
+                    StructField("jobName", StringType()),
+                    StructField("jobRunId", StringType()),
+                    StructField("runId", StringType()),
+                    StructField("jobOwnerId", StringType()),
+                    StructField("triggerType", StringType()),
+                ]
+            ),
+        ),
+        StructField("notebook", StructType([StructField("notebookId", StringType())])),
+        StructField("clusterId", StringType()),
+        StructField("readVersion", LongType()),
+        StructField("isolationLevel", StringType()),
+        StructField("isBlindAppend", BooleanType()),
+        StructField("operationMetrics", _STRINGS),
+        StructField("userMetadata", StringType()),
+        StructField("engineInfo", StringType()),
+        StructField("clientVersion", StringType()),
+        StructField("txnId", StringType()),
+    ]
+)
+
+
+def history_frame(
+    spark: SparkSession, listing: Sequence[LogFile], ict: InCommitTimestamps, limit: int | None = None
+) -> DataFrame:
+    """One row per commit file (newest first): version, timestamp, the commitInfo fields."""
+    commits = sorted((f for f in listing if f.kind is LogFileKind.COMMIT), key=lambda f: f.version)
+    file_times = monotonic_file_times(commits)
+    if limit is not None:
+        commits = commits[-limit:] if limit > 0 else []
+    base = spark.createDataFrame(
+        [(c.version, file_times[c.version], c.path) for c in commits],
+        StructType(
+            [
+                StructField("version", LongType(), False),
+                StructField("fileTimestampMs", LongType(), False),
+                StructField("_commit_file", StringType(), False),
+            ]
+        ),
+    )
+    if not commits:
+        info = spark.createDataFrame([], "version long, commitInfo string")
+    else:
+        info = read_json_actions(spark, commits, ["commitInfo"]).select("version", "commitInfo")
+    joined = base.join(info, "version", "left").withColumn("ci", F.from_json("commitInfo", COMMIT_INFO))
+    stamp_ms = F.col("fileTimestampMs")
+    if ict.enabled:
+        # From the enablement version on, every commit must carry its in-commit timestamp.
+        applies = F.col("version") >= F.lit(ict.enablement_version)
+        missing = own_error(
+            CORRUPT_LOG, F.col("_commit_file"), MISSING_ICT.format(version=ict.enablement_version)
+        )
+        stamp_ms = (
+            F.when(~applies, stamp_ms)
+            .when(F.col("ci.inCommitTimestamp").isNull(), missing)
+            .otherwise(F.col("ci.inCommitTimestamp"))
+        )
+    return joined.select(
+        "version",
+        F.timestamp_millis(stamp_ms).alias("timestamp"),
+        *[F.col(f"ci.{f.name}").alias(f.name) for f in COMMIT_INFO.fields if f.name not in ("timestamp",)],
+        "commitInfo",
+    ).orderBy(F.col("version").desc())

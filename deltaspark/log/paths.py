@@ -1,0 +1,54 @@
+"""Canonical file paths, so that one data file referenced in different spellings is one key.
+
+`add`/`remove` paths are RFC 2396 URIs, relative to the table root or absolute. The canonical key
+is the decoded absolute path with `file:` spellings unified (`file:///x`, `file://localhost/x`,
+`file:/x`). It is a Spark expression: no UDF, no driver round trip.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from deltaspark.spark_compat import url_decode
+
+_SCHEME_RE = r"^[a-zA-Z][a-zA-Z0-9+.-]*:"
+_FILE_FORMS_RE = r"^file:(//(localhost)?)?/"
+
+
+def normalize_root(root: str) -> str:
+    """A table root in canonical form, without a trailing slash."""
+    root = re.sub(_FILE_FORMS_RE, "file:/", root.rstrip("/"))
+    return root or "/"
+
+
+def _scheme_and_authority(root: str) -> str:
+    m = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*:(//[^/]*)?)", root)
+    return m.group(1) if m else ""
+
+
+def canonical_path(path: Column, table_root: str) -> Column:
+    root = normalize_root(table_root)
+    decoded = F.when(path.contains("%"), url_decode(path)).otherwise(path)
+    absolute = F.regexp_replace(decoded, _FILE_FORMS_RE, "file:/")
+    rooted_at_slash = F.concat(F.lit(_scheme_and_authority(root)), decoded)
+    relative = F.concat(F.lit(root + "/"), decoded)
+    return (
+        F.when(decoded.contains(":") & decoded.rlike(_SCHEME_RE), absolute)  # the regex only if it may match
+        .when(decoded.startswith("/"), rooted_at_slash)
+        .otherwise(relative)
+    )
+
+
+def absolute_path(path: str, table_root: str) -> str:
+    """Driver-side twin of `canonical_path` for the few paths handled on the driver (sidecars)."""
+    root = normalize_root(table_root)
+    decoded = unquote(path) if "%" in path else path
+    if re.match(_SCHEME_RE, decoded):
+        return re.sub(_FILE_FORMS_RE, "file:/", decoded)
+    if decoded.startswith("/"):
+        return _scheme_and_authority(root) + decoded
+    return root + "/" + decoded

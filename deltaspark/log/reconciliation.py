@@ -1,0 +1,137 @@
+"""Action reconciliation ("Action Reconciliation") as DataFrame transforms.
+
+Files are keyed by `(canonical path, deletionVector.uniqueId)`; the newest reference to a key
+wins, and of the surviving `add`s at most one per path remains (the newest). `txn` is the newest
+per `appId`, `domainMetadata` the newest per domain with `removed` tombstones dropped.
+
+Two plans give the same answer:
+
+- `union` - checkpoint and tail rows are shuffled together by path and ranked with a window;
+  the general plan, right for a JSON-only log or a long tail.
+- `broadcast` - the checkpoint is already reconciled, so only the (small) tail is ranked; the
+  checkpoint rows are filtered with broadcast anti-joins against the tail's keys. A billion-row
+  checkpoint then streams through without a shuffle.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from deltaspark.features.deletion_vectors import dv_unique_id
+from deltaspark.log.paths import canonical_path
+from deltaspark.log.replay import keep_actions
+from deltaspark.spark_errors import CORRUPT_LOG, own_error
+
+KEY = ["path_key", "dv_id"]
+
+
+def file_action_rows(
+    actions: DataFrame,
+    table_root: str,
+    extra: list[Column] | None = None,
+    deletion_vectors: bool = True,
+) -> DataFrame:
+    """One row per add/remove: `version, is_add, path_key, dv_id, add, remove` (+ `extra`);
+    `actions` has the log file each action came from in `file`. Without `deletion_vectors` (the
+    protocol does not support them) a file action that carries one is a damaged log."""
+    files = keep_actions(actions, F.col("add").isNotNull() | F.col("remove").isNotNull())
+    is_add = F.col("add").isNotNull()
+    path = F.when(is_add, F.col("add.path")).otherwise(F.col("remove.path"))
+    dv = F.when(is_add, F.col("add.deletionVector")).otherwise(F.col("remove.deletionVector"))
+    # A file action without a path is a damaged log: fail naming the log file, never count it.
+    reason = F.when(is_add, F.lit("an `add` action has no path")).otherwise(
+        F.lit("a `remove` action has no path")
+    )
+    both = "a line holds both an `add` and a `remove` action (one action per line)"
+    path_key = (
+        F.when(path.isNull(), own_error(CORRUPT_LOG, F.col("file"), reason))
+        .when(F.col("remove").isNotNull() & is_add, own_error(CORRUPT_LOG, F.col("file"), both))
+        .otherwise(canonical_path(path, table_root))
+    )
+    dv_id = dv_unique_id(dv)
+    if not deletion_vectors:
+        unsupported = "a file action has a deletionVector, but the protocol does not support deletionVectors"
+        dv_id = F.when(dv.isNotNull(), own_error(CORRUPT_LOG, F.col("file"), unsupported)).otherwise(dv_id)
+    return files.select(
+        "version",
+        is_add.alias("is_add"),
+        path_key.alias("path_key"),
+        dv_id.alias("dv_id"),
+        "add",
+        "remove",
+        *(extra or []),
+    )
+
+
+def newest_per_file(rows: DataFrame, deletion_vectors: bool = True) -> DataFrame:
+    """Keep the newest reference to each logical file, then at most one add per path.
+
+    Within one version a `remove` beats an `add` of the same key. A valid commit never holds
+    both; a log compaction file that was not fully reconciled can, and there the removal is the
+    later event (delta-rs resolves such files the same way). Without deletion vectors a path is
+    a key, so the second rule holds already and its window (a second sort) is skipped.
+    """
+    # The windows sort by their partition columns. Paths share the table root as a long common
+    # prefix, which defeats the sorter's 8-byte key prefix and makes every comparison a full
+    # string compare; leading with a hash of the path restores cheap prefix sorting.
+    by_key = Window.partitionBy("_path_hash", *KEY).orderBy(F.col("version").desc(), F.col("is_add").asc())
+    newest = (
+        rows.repartition("path_key")  # one shuffle serves both windows
+        .withColumn("_path_hash", F.xxhash64("path_key"))
+        .withColumn("_key_rank", F.row_number().over(by_key))
+        .where(F.col("_key_rank") == 1)
+        .drop("_key_rank")
+    )
+    if not deletion_vectors:
+        return newest.drop("_path_hash")
+    adds_by_path = Window.partitionBy("_path_hash", "path_key", "is_add").orderBy(
+        F.col("version").desc(), F.col("dv_id").desc()
+    )
+    return (
+        newest.withColumn("_path_rank", F.row_number().over(adds_by_path))
+        .where(~F.col("is_add") | (F.col("_path_rank") == 1))
+        .drop("_path_rank", "_path_hash")
+    )
+
+
+def reconcile_files(
+    checkpoint_rows: DataFrame | None,
+    tail_rows: DataFrame | None,
+    broadcast_tail: bool,
+    deletion_vectors: bool = True,
+) -> DataFrame:
+    """The reconciled file actions (adds and removes) of a snapshot, one row per logical file.
+
+    `deletion_vectors=False` (the table's protocol does not support them, so every `dv_id` is
+    empty) lets the ranking skip the one-add-per-path window.
+    """
+    if checkpoint_rows is None and tail_rows is None:
+        raise ValueError("nothing to reconcile")
+    if checkpoint_rows is None:
+        return newest_per_file(tail_rows, deletion_vectors)  # type: ignore[arg-type]
+    if tail_rows is None:
+        return checkpoint_rows
+    if not broadcast_tail:
+        return newest_per_file(checkpoint_rows.unionByName(tail_rows), deletion_vectors)
+    tail = newest_per_file(tail_rows, deletion_vectors)
+    # One broadcast of the ranked tail's keys drops every checkpoint row the tail supersedes: the
+    # same key (any action), or - for adds - a path the tail still adds. The ranked tail is then
+    # evaluated twice (this broadcast and the union), not once per filter.
+    tail_keys = F.broadcast(
+        tail.select(
+            F.col("path_key").alias("_t_path"), F.col("dv_id").alias("_t_dv"), F.col("is_add").alias("_t_add")
+        )
+    )
+    superseded = (F.col("path_key") == F.col("_t_path")) & (
+        F.col("dv_id").eqNullSafe(F.col("_t_dv")) | (F.col("is_add") & F.col("_t_add"))
+    )
+    survivors = checkpoint_rows.join(tail_keys, superseded, "left_anti")
+    return survivors.unionByName(tail)
+
+
+def newest_per(actions: DataFrame, column: str, key_field: str) -> DataFrame:
+    """The newest action of kind `column` per `key_field` (e.g. txn per appId)."""
+    rows = keep_actions(actions, F.col(column).isNotNull()).select("version", column)
+    window = Window.partitionBy(F.col(f"{column}.{key_field}")).orderBy(F.col("version").desc())
+    return rows.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank")

@@ -1,0 +1,166 @@
+"""Reading log files into one actions DataFrame, tagged with the version each action belongs to.
+
+JSON files (commits, log compactions, V2 JSON checkpoints) are read as text, filtered by their
+top-level action key before any JSON is parsed, then parsed with the action schema. Parquet
+checkpoints and sidecars are read with an explicit schema. Either way the driver only sees
+file names; the actions stay distributed.
+
+A line that is not a JSON object with an action key, or that does not parse, fails the query
+with the file named (Spark's `raise_error`), so a corrupt log is never silently read as empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from deltaspark.log.action_schemas import CORRUPT_RECORD, action_schema
+from deltaspark.log.files import LogFile
+from deltaspark.spark_compat import read_paths
+
+_ACTION_KEY = r'^\s*\{\s*"([A-Za-z_][A-Za-z0-9_]*)"\s*:'
+_COMPACTION_NAME = r"^\d{20}\.(\d{20})\.compacted\.json$"
+_VERSION_PREFIX = r"^(\d{20})\."
+
+# A corrupt or missing log file must fail the read, whatever the session says about data files.
+# On the local filesystem, Hadoop's client-side `.<name>.crc` files are bypassed: tools that edit
+# a log by hand leave them stale, and they are no part of the Delta protocol (delta-rs ignores them
+# too). Content is still validated: every line must parse as an action.
+_STRICT = {
+    "ignoreCorruptFiles": "false",
+    "ignoreMissingFiles": "false",
+    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "fs.file.impl.disable.cache": "true",
+}
+
+
+def _version_from_name(name: Column) -> Column:
+    """Version of a log file from its name; a compaction file counts as its end version."""
+    # Evaluated once per action: plain string tests first, a regex only for compaction files.
+    return (
+        F.when(
+            name.endswith(".compacted.json") & name.rlike(_COMPACTION_NAME),
+            F.regexp_extract(name, _COMPACTION_NAME, 1),
+        )
+        .when(name.substr(21, 1) == ".", name.substr(1, 20))
+        .otherwise(F.regexp_extract(name, _VERSION_PREFIX, 1))
+        .cast("long")
+    )
+
+
+CORRUPT_LINE = "_corrupt_line"
+
+
+def _corruption_error(file: Column, line: Column) -> Column:
+    return F.raise_error(
+        F.concat(
+            F.lit("deltaspark: corrupt Delta log file "),
+            file,
+            F.lit(": cannot parse line: "),
+            F.substring(line, 1, 200),
+        )
+    )
+
+
+def read_json_actions(
+    spark: SparkSession,
+    files: Sequence[LogFile],
+    kinds: Sequence[str] | None = None,
+    select_lines: bool = True,
+) -> DataFrame:
+    """Actions of JSON log files: `version`, `file`, one column per requested kind, `_corrupt_line`.
+
+    `select_lines=True` reads the files as text and parses only lines whose action key is in
+    `kinds`: right for picking a few actions (protocol, metaData, commitInfo) out of big commits.
+    `select_lines=False` parses every line once in the JSON scan: right for state
+    reconstruction, where most lines are wanted and later filters must not re-parse.
+
+    A corrupt line fails the query when its `version` is evaluated. Consumers that filter on
+    action columns must keep rows with `_corrupt_line` set so that the failure is not filtered away.
+    """
+    schema = action_schema(kinds, with_corrupt=True)
+    wanted = [f.name for f in schema.fields if f.name != CORRUPT_RECORD]
+    paths = [f.path for f in files]
+    if select_lines:
+        lines = read_paths(spark, spark.read.options(**_STRICT), "text", paths).select(
+            "value",
+            F.col("_metadata.file_path").alias("file"),
+            F.col("_metadata.file_name").alias("name"),
+        )
+        value = F.col("value")
+        if kinds is not None and "add" not in kinds and "remove" not in kinds:
+            # Most lines of a big log are file actions, as every writer spells them; a prefix test
+            # drops them before the key regex (they would be dropped by their key anyway).
+            lines = lines.where(~(value.startswith('{"add":') | value.startswith('{"remove":')))
+        lines = lines.where(F.trim("value") != "")
+        key = F.regexp_extract("value", _ACTION_KEY, 1)
+        if kinds is not None:
+            lines = lines.where(key.isin(list(kinds)) | (key == ""))
+        parsed = F.from_json(
+            "value", schema, {"columnNameOfCorruptRecord": CORRUPT_RECORD, "mode": "PERMISSIVE"}
+        )
+        corrupt = (key == "") | parsed.getField(CORRUPT_RECORD).isNotNull()
+        line = F.col("value")
+        actions = [parsed.getField(k).alias(k) for k in wanted]
+        source = lines
+    else:
+        reader = (
+            spark.read.options(**_STRICT)
+            .options(columnNameOfCorruptRecord=CORRUPT_RECORD, mode="PERMISSIVE")
+            .schema(schema)
+        )
+        source = read_paths(spark, reader, "json", paths).select(
+            "*", F.col("_metadata.file_path").alias("file"), F.col("_metadata.file_name").alias("name")
+        )
+        corrupt = F.col(CORRUPT_RECORD).isNotNull()
+        line = F.col(CORRUPT_RECORD)
+        actions = [F.col(k) for k in wanted]
+    version = F.when(corrupt, _corruption_error(F.col("file"), line)).otherwise(
+        _version_from_name(F.col("name"))
+    )
+    return source.select(version.alias("version"), "file", *actions, corrupt.alias(CORRUPT_LINE))
+
+
+def keep_actions(frame: DataFrame, condition: Column) -> DataFrame:
+    """Filter actions, keeping corrupt lines so that their error is raised downstream."""
+    if CORRUPT_LINE in frame.columns:
+        condition = condition | F.col(CORRUPT_LINE)
+    return frame.where(condition)
+
+
+def read_parquet_actions(
+    spark: SparkSession,
+    files: Sequence[LogFile] | Sequence[str],
+    schema: StructType,
+    version: int,
+) -> DataFrame:
+    """Actions of parquet checkpoint files or sidecars, all belonging to one checkpoint `version`."""
+    paths = [f if isinstance(f, str) else f.path for f in files]
+    return read_paths(spark, spark.read.options(**_STRICT).schema(schema), "parquet", paths).select(
+        F.lit(version).cast("long").alias("version"),
+        F.col("_metadata.file_path").alias("file"),
+        "*",
+        F.lit(False).alias(CORRUPT_LINE),
+    )
+
+
+def parquet_file_schema(spark: SparkSession, path: str) -> StructType:
+    """The schema a parquet log file was written with (its footer), read under the same options."""
+    return spark.read.options(**_STRICT).parquet(path).schema
+
+
+def read_checkpoint_actions(
+    spark: SparkSession,
+    files: Sequence[LogFile],
+    kinds: Sequence[str],
+    version: int,
+    parquet_schema: StructType | None = None,
+) -> DataFrame:
+    """Actions of a checkpoint's own files (parquet parts or a V2 JSON top-level file)."""
+    json_files = [f for f in files if f.file_format == "json"]
+    if json_files:
+        return read_json_actions(spark, json_files, kinds)  # `n.checkpoint.<uuid>.json`: version n
+    return read_parquet_actions(spark, files, parquet_schema or action_schema(kinds), version)

@@ -1,0 +1,5 @@
+"""Maintenance: writing checkpoints, metadata cleanup, and the scheduled job that runs both."""
+
+from deltaspark.maintenance.job import main
+
+__all__ = ["main"]

@@ -1,0 +1,673 @@
+"""Writing checkpoints ("Checkpoints", "Checkpoint Specs", "Checkpoint Naming Scheme") as Spark jobs.
+
+The reconciled state of a snapshot is a DataFrame (`Snapshot._reconciled_file_rows`); it is shaped
+into the protocol's checkpoint schema and written by Spark's parquet writer, one file per task. The
+driver never holds the state: it holds the protocol, the metadata, counts, and file names.
+
+Kinds written:
+
+- classic `n.checkpoint.parquet`: one file, for states up to `actionsPerPart` file actions;
+- multi-part `n.checkpoint.o.p.parquet` for larger states (V1 spec only): `p` from the number of
+  file actions and `actionsPerPart`, rows clustered by Spark's hash partitioning on `path` (on
+  `(path, dvId)` when the table supports deletion vectors), so racing writers produce the same parts;
+- V2 (tables with `v2Checkpoint`, unless `delta.checkpointPolicy=classic`): file actions in
+  sidecars `_delta_log/_sidecars/<uuid>.parquet`, one per task, and a UUID-named top-level file
+  (JSON by default, or parquet) holding `checkpointMetadata`, protocol, metadata, txns, domains
+  and the sidecar list.
+
+Nothing half-written is ever visible: every file is written by Spark into a staging directory
+(`_delta_log/_deltaspark_tmp/...`, hidden from readers by its leading `_`), read back and checked
+against the state's counts, then renamed into place - parts in order (readers ignore an incomplete
+multi-part set), sidecars before the top-level file that references them. An existing log file is
+never overwritten: if a checkpoint file with the same name is already there, ours is dropped (both
+hold the same state). `_last_checkpoint` is written last, through a temporary file, and never moved
+back to an older version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
+
+from deltaspark.errors import CheckpointWriteError, InvalidArgumentError, UnsupportedWriterFeatureError
+from deltaspark.features.column_mapping import physical_name
+from deltaspark.features.deletion_vectors import dv_unique_id
+from deltaspark.features.partition_values import parse_partition_value, partition_fields
+from deltaspark.features.protocol import check_writable
+from deltaspark.features.schema import drop_void_fields
+from deltaspark.features.stats import parse_stats_json
+from deltaspark.log import action_schemas as schemas
+from deltaspark.log.json_checksum import checksum_of
+from deltaspark.log.last_checkpoint import LAST_CHECKPOINT_NAME
+from deltaspark.log.listing import read_last_checkpoint
+from deltaspark.spark_compat import is_connect
+from deltaspark.spark_errors import eager
+from deltaspark.storage import FileStatus, Storage, join_path
+
+if TYPE_CHECKING:
+    from deltaspark.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+ACTIONS_PER_PART_CONF = "spark.deltaspark.checkpoint.actionsPerPart"
+V2_FORMAT_CONF = "spark.deltaspark.checkpoint.v2TopLevelFormat"
+# A classic checkpoint stays one file up to a million file actions (a few hundred MB of parquet);
+# beyond that it is split so that no single task writes (and no reader reads) one huge file.
+DEFAULT_ACTIONS_PER_PART = 1_000_000
+# Sidecars are small by design (Spark's Delta uses 50,000 actions per sidecar): many tasks write
+# them in parallel, and readers read them in parallel.
+DEFAULT_ACTIONS_PER_SIDECAR = 50_000
+STAGING_DIR = "_deltaspark_tmp"
+SIDECAR_DIR = "_sidecars"
+
+_PART_NAME = re.compile(r"^part-(\d+)-.*\.(parquet|json)$")
+_STATS_JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX", "timeZone": "UTC"}
+
+
+@dataclass
+class CheckpointResult:
+    """What `DeltaTable.checkpoint()` wrote."""
+
+    tablePath: str
+    version: int
+    kind: str  # "classic", "multi-part" or "v2"
+    files: list[str]  # names in _delta_log (for V2: the top-level file)
+    sidecars: list[str] = field(default_factory=list)  # names in _delta_log/_sidecars
+    numActions: int = 0  # rows in the checkpoint (sidecars included), as in `_last_checkpoint.size`
+    numOfAddFiles: int = 0
+    numOfRemoves: int = 0  # unexpired tombstones
+    numTransactions: int = 0
+    numDomains: int = 0
+    sizeInBytes: int = 0
+    parts: int | None = None
+    keptExisting: list[str] = field(default_factory=list)  # names already there (ours dropped)
+    lastCheckpointUpdated: bool = False
+    seconds: float = 0.0
+
+    def asDict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    v2: bool
+    v2_format: str  # json | parquet (V2 top-level file)
+    actions_per_part: int
+    write_stats_json: bool
+    write_stats_struct: bool
+    codec: str
+
+
+def _bool_property(configuration: dict[str, str], key: str, default: bool) -> bool:
+    value = configuration.get(key)
+    return default if value is None else value.strip().lower() == "true"
+
+
+def _conf(spark: SparkSession, key: str) -> str | None:
+    try:
+        return spark.conf.get(key, None)
+    except Exception:  # pragma: no cover - some sessions reject unknown keys
+        return None
+
+
+def _plan(snapshot: Snapshot, actions_per_part: int | None, v2_format: str | None) -> _Plan:
+    conf = snapshot.configuration
+    spark = snapshot._spark
+    policy = (conf.get("delta.checkpointPolicy") or "").strip().lower()
+    v2 = snapshot.protocol.hasFeature("v2Checkpoint") and policy != "classic"
+    fmt = (v2_format or _conf(spark, V2_FORMAT_CONF) or "json").strip().lower()
+    if fmt not in ("json", "parquet"):
+        raise InvalidArgumentError(f"V2 checkpoint top-level format must be json or parquet, not {fmt!r}")
+    if actions_per_part is None:
+        configured = _conf(spark, ACTIONS_PER_PART_CONF)
+        actions_per_part = int(configured) if configured else None
+    if actions_per_part is None:
+        actions_per_part = DEFAULT_ACTIONS_PER_SIDECAR if v2 else DEFAULT_ACTIONS_PER_PART
+    if isinstance(actions_per_part, bool) or not isinstance(actions_per_part, int) or actions_per_part < 1:
+        raise InvalidArgumentError(f"actionsPerPart must be a positive integer, got {actions_per_part!r}")
+    codec = (conf.get("delta.parquet.compression.codec") or "zstd").strip().lower()
+    if codec not in ("none", "uncompressed", "snappy", "gzip", "lz4", "lz4_raw", "zstd"):
+        raise InvalidArgumentError(f"delta.parquet.compression.codec={codec!r} is not a known codec")
+    return _Plan(
+        v2=v2,
+        v2_format=fmt,
+        actions_per_part=actions_per_part,
+        write_stats_json=_bool_property(conf, "delta.checkpoint.writeStatsAsJson", True),
+        write_stats_struct=_bool_property(conf, "delta.checkpoint.writeStatsAsStruct", False),
+        codec="uncompressed" if codec == "none" else codec,
+    )
+
+
+# ---- literal rows (protocol, metadata, checkpointMetadata, sidecars) ------------------------------
+
+
+def _literal(value: Any, data_type: DataType) -> Column:
+    """A Column holding a Python value as `data_type`, built from literals (no Python on executors)."""
+    if value is None:
+        return F.lit(None).cast(data_type)
+    if isinstance(data_type, StructType):
+        return F.struct(*[_literal(value.get(f.name), f.dataType).alias(f.name) for f in data_type.fields])
+    if isinstance(data_type, MapType):
+        pairs = [c for k, v in value.items() for c in (F.lit(k), _literal(v, data_type.valueType))]
+        return (F.create_map(*pairs) if pairs else F.create_map()).cast(data_type)
+    if isinstance(data_type, ArrayType):
+        items = [_literal(v, data_type.elementType) for v in value]
+        return (F.array(*items) if items else F.array()).cast(data_type)
+    return F.lit(value).cast(data_type)
+
+
+def _protocol_value(snapshot: Snapshot) -> dict[str, Any]:
+    """The protocol action; feature lists non-null exactly when reader 3 / writer 7 (Checkpoint Schema)."""
+    p = snapshot.protocol
+    return {
+        "minReaderVersion": p.minReaderVersion,
+        "minWriterVersion": p.minWriterVersion,
+        "readerFeatures": list(p.readerFeatures or ()) if p.supportsReaderFeatures else None,
+        "writerFeatures": list(p.writerFeatures or ()) if p.supportsWriterFeatures else None,
+    }
+
+
+def _rows(spark: SparkSession, columns: dict[str, Column]) -> DataFrame:
+    return spark.range(1).select(*[c.alias(n) for n, c in columns.items()])
+
+
+def _nullable(data_type: DataType) -> DataType:
+    """The same type with every nested field, element and value nullable: the checkpoint schema has no
+    required fields (as Spark's Delta writes it, `schema.asNullable`)."""
+    if isinstance(data_type, StructType):
+        return StructType([StructField(f.name, _nullable(f.dataType), True) for f in data_type.fields])
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_nullable(data_type.elementType), True)
+    if isinstance(data_type, MapType):
+        return MapType(data_type.keyType, _nullable(data_type.valueType), True)
+    return data_type
+
+
+def _with_columns(frame: DataFrame, types: dict[str, DataType]) -> DataFrame:
+    """`frame` with exactly the columns of `types`, in that order (missing ones as typed nulls), every
+    nested field nullable."""
+    present = set(frame.columns)
+    return frame.select(
+        *[(F.col(n) if n in present else F.lit(None)).cast(_nullable(t)).alias(n) for n, t in types.items()]
+    )
+
+
+# ---- the state, shaped as checkpoint actions -----------------------------------------------------
+
+
+def _partition_values_parsed(snapshot: Snapshot) -> Column | None:
+    """Typed partition values keyed by physical name; `None` for an unpartitioned table."""
+    mode = snapshot.columnMappingMode
+    fields = partition_fields(drop_void_fields(snapshot.schema), snapshot.metadata.partitionColumns)
+    if not fields:
+        return None
+    values = F.col("add.partitionValues")
+    source = snapshot._value_source()
+    return F.struct(
+        *[
+            parse_partition_value(values.getItem(physical_name(f, mode)), f, source).alias(
+                physical_name(f, mode)
+            )
+            for f in fields
+        ]
+    )
+
+
+def _add_action(snapshot: Snapshot, plan: _Plan) -> Column:
+    physical_stats, _ = snapshot._stats_schemas
+    stats_json = F.coalesce(F.col("add.stats"), F.to_json("checkpoint_stats", _STATS_JSON_OPTIONS))
+    columns: list[Column] = []
+    for name in schemas.ADD.fieldNames():
+        if name == "stats":
+            if plan.write_stats_json:
+                columns.append(stats_json.alias("stats"))
+        elif name == "dataChange":
+            columns.append(F.lit(False).alias("dataChange"))  # as Spark's Delta writes checkpoints
+        else:
+            columns.append(F.col(f"add.{name}").alias(name))
+    if plan.write_stats_struct:
+        parsed_partitions = _partition_values_parsed(snapshot)
+        if parsed_partitions is not None:
+            columns.append(parsed_partitions.alias("partitionValues_parsed"))
+        parsed = F.coalesce(
+            F.col("checkpoint_stats"), parse_stats_json(F.col("add.stats"), physical_stats, physical_stats)
+        )
+        columns.append(parsed.alias("stats_parsed"))
+    return F.when(F.col("is_add"), F.struct(*columns))
+
+
+def _remove_action() -> Column:
+    """A tombstone without `stats` and `tags`, which checkpoints must not carry."""
+    columns = []
+    for name in schemas.REMOVE.fieldNames():
+        if name in ("stats", "tags"):
+            continue
+        value = F.lit(False) if name == "dataChange" else F.col(f"remove.{name}")
+        columns.append(value.alias(name))
+    return F.when(~F.col("is_add"), F.struct(*columns))
+
+
+def _checkpointed_rows(snapshot: Snapshot) -> DataFrame:
+    """The reconciled rows a checkpoint keeps: live files and unexpired tombstones."""
+    cutoff = snapshot.tombstoneRetentionCutoffMs()
+    rows = snapshot._reconciled_file_rows()
+    return rows.where(
+        F.col("is_add") | (F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0)) > F.lit(cutoff))
+    )
+
+
+def _count_file_actions(live: DataFrame) -> dict[str, int]:
+    """Adds and tombstones the checkpoint will hold (`live`: `_checkpointed_rows`), from a replay
+    Spark can prune to the keys.
+
+    Counting this way costs what `files().count()` costs; the write replays once more with every
+    column. Caching the full rows instead (stats included) costs far more than a second replay.
+    """
+    is_add = F.col("is_add")
+    row = live.agg(
+        F.count(F.when(is_add, 1)).alias("add"),
+        F.count(F.when(~is_add, 1)).alias("remove"),
+    ).first()
+    return {"add": int(row["add"]), "remove": int(row["remove"])} if row else {"add": 0, "remove": 0}
+
+
+def _file_actions(snapshot: Snapshot, plan: _Plan, live: DataFrame) -> DataFrame:
+    """`live` (`_checkpointed_rows`) as `add` / `remove` columns plus clustering keys."""
+    path = F.coalesce(F.col("add.path"), F.col("remove.path"))
+    dv = F.coalesce(F.col("add.deletionVector"), F.col("remove.deletionVector"))
+    return live.select(
+        _add_action(snapshot, plan).alias("add"),
+        _remove_action().alias("remove"),
+        path.alias("_path"),
+        F.when(dv.isNotNull(), dv_unique_id(dv)).alias("_dv"),
+    )
+
+
+def _cluster_keys(snapshot: Snapshot) -> list[str]:
+    """Multi-part clustering key: `(path, dvId)` with deletion vectors, else `path` alone."""
+    return ["_path", "_dv"] if snapshot.protocol.hasFeature("deletionVectors") else ["_path"]
+
+
+def _non_file_actions(snapshot: Snapshot, types: dict[str, DataType]) -> DataFrame:
+    """protocol, metaData, live txns (after `delta.setTransactionRetentionDuration`, as Spark's Delta
+    checkpoints them) and live domains, in checkpoint columns."""
+    spark = snapshot._spark
+    protocol = _rows(spark, {"protocol": _literal(_protocol_value(snapshot), schemas.PROTOCOL)})
+    metadata = _rows(spark, {"metaData": _literal(snapshot.metadata.asDict(), schemas.METADATA)})
+    txns = snapshot.transactions().select(F.struct("appId", "version", "lastUpdated").alias("txn"))
+    domains = snapshot.domainMetadata().select(
+        F.struct("domain", "configuration", F.lit(False).alias("removed")).alias("domainMetadata")
+    )
+    frames = [_with_columns(f, types) for f in (protocol, metadata, txns, domains)]
+    return reduce(DataFrame.unionByName, frames)
+
+
+# ---- writing and moving files ---------------------------------------------------------------------
+
+
+_TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
+_timestamp_lock = threading.Lock()
+_timestamp_users: dict[int, tuple[int, str | None]] = {}  # id(spark) -> (writers, previous value)
+
+
+@contextlib.contextmanager
+def _micros_timestamps(spark: SparkSession) -> Iterator[None]:
+    """Write timestamps (in stats_parsed / partitionValues_parsed) as INT64 micros, not legacy INT96.
+
+    The setting is session-wide, so concurrent checkpoint writers of one session share it: the first
+    sets it, the last restores what was there before."""
+    with _timestamp_lock:
+        users, previous = _timestamp_users.get(id(spark), (0, None))
+        if users == 0:
+            previous = _conf(spark, _TIMESTAMP_CONF)
+            spark.conf.set(_TIMESTAMP_CONF, "TIMESTAMP_MICROS")
+        _timestamp_users[id(spark)] = (users + 1, previous)
+    try:
+        yield
+    finally:
+        with _timestamp_lock:
+            users, previous = _timestamp_users.pop(id(spark))
+            if users > 1:
+                _timestamp_users[id(spark)] = (users - 1, previous)
+            elif previous is None:
+                spark.conf.unset(_TIMESTAMP_CONF)
+            else:
+                spark.conf.set(_TIMESTAMP_CONF, previous)
+
+
+def _write(frame: DataFrame, directory: str, fmt: str, codec: str, max_records: int = 0) -> None:
+    writer = frame.write.mode("errorifexists").option("maxRecordsPerFile", max_records)
+    if fmt == "parquet":
+        with _micros_timestamps(frame.sparkSession):
+            writer.option("compression", codec).parquet(directory)
+    else:
+        writer.option("compression", "none").option("ignoreNullFields", "true").json(directory)
+
+
+@dataclass(frozen=True)
+class _Written:
+    status: FileStatus
+    partition: int
+    counts: dict[str, int]  # rows, and non-null rows per action kind
+
+
+def _written_files(
+    spark: SparkSession, storage: Storage, directory: str, fmt: str, kinds: list[str]
+) -> list[_Written]:
+    """The files Spark wrote to `directory`, in partition order, each with its row counts per kind."""
+    reader = spark.read.option("ignoreCorruptFiles", "false").option("ignoreMissingFiles", "false")
+    if fmt == "parquet":
+        frame = reader.parquet(directory)
+    else:
+        frame = reader.schema(schemas.action_schema(kinds)).json(directory)
+    probes = {"add": "add.path", "remove": "remove.path", "metaData": "metaData.id"}
+    counts = (
+        frame.groupBy(F.col("_metadata.file_name").alias("name"))
+        .agg(
+            F.count(F.lit(1)).alias("rows"),
+            *[F.count(F.col(probes.get(k, f"{k}"))).alias(k) for k in kinds if k in frame.columns],
+        )
+        .collect()
+    )
+    by_name = {r["name"]: r.asDict() for r in counts}
+    written = []
+    for status in storage.list_dir(directory) or []:
+        m = _PART_NAME.match(status.name)
+        if not m:
+            continue
+        row = by_name.get(status.name, {"rows": 0})
+        written.append(_Written(status, int(m[1]), {k: int(row.get(k) or 0) for k in ["rows", *kinds]}))
+    return sorted(written, key=lambda w: w.partition)
+
+
+def _total(files: list[_Written], kind: str) -> int:
+    return sum(w.counts[kind] for w in files)
+
+
+def _move(storage: Storage, src: str, dst: str, result: CheckpointResult) -> FileStatus:
+    """Rename into `_delta_log` without overwriting; an existing file of that name wins."""
+    if not storage.rename(src, dst):
+        if storage.status(dst) is None:
+            raise CheckpointWriteError(f"could not move {src} to {dst}")
+        storage.delete(src)
+        result.keptExisting.append(dst.rsplit("/", 1)[-1])
+        log.info("%s already exists; keeping it (it holds the same state)", dst)
+    status = storage.status(dst)
+    if status is None:  # pragma: no cover - a store that lost a file we just renamed
+        raise CheckpointWriteError(f"{dst} is missing right after it was written")
+    return status
+
+
+def _check(condition: bool, what: str) -> None:
+    if not condition:
+        raise CheckpointWriteError(f"checkpoint verification failed: {what}; nothing was made visible")
+
+
+def _write_classic(
+    snapshot: Snapshot,
+    plan: _Plan,
+    files: DataFrame,
+    counts: dict[str, int],
+    staging: str,
+    log_dir: str,
+    result: CheckpointResult,
+) -> None:
+    storage = snapshot._storage
+    file_actions = counts["add"] + counts["remove"]
+    # Multi-part checkpoints are forbidden once a table supports v2Checkpoint.
+    parts = 1
+    if not snapshot.protocol.hasFeature("v2Checkpoint"):
+        parts = max(1, math.ceil(file_actions / plan.actions_per_part))
+    types = {n: files.schema[n].dataType for n in ("add", "remove")}
+    columns: dict[str, DataType] = {
+        "protocol": schemas.PROTOCOL,
+        "metaData": schemas.METADATA,
+        "txn": schemas.TXN,
+        "add": types["add"],
+        "remove": types["remove"],
+        "domainMetadata": schemas.DOMAIN_METADATA,
+    }
+    keys = {"_path": files.schema["_path"].dataType, "_dv": files.schema["_dv"].dataType}
+    everything = _non_file_actions(snapshot, {**columns, **keys}).unionByName(
+        _with_columns(files, {**columns, **keys})
+    )
+    if parts > 1:
+        laid_out = everything.repartition(parts, *_cluster_keys(snapshot))
+    else:
+        laid_out = everything.coalesce(1)
+    directory = join_path(staging, "checkpoint")
+    log.info("Writing the checkpoint of version %d as %d part(s)", snapshot.version, parts)
+    _write(laid_out.select(*columns), directory, "parquet", plan.codec)
+
+    kinds = ["add", "remove", "protocol", "metaData", "txn", "domainMetadata"]
+    written = [
+        w for w in _written_files(snapshot._spark, storage, directory, "parquet", kinds) if w.counts["rows"]
+    ]
+    _check(
+        _total(written, "add") == counts["add"],
+        f"{_total(written, 'add')} adds written, {counts['add']} live",
+    )
+    _check(_total(written, "remove") == counts["remove"], "tombstone count differs from the state")
+    _check(
+        _total(written, "protocol") == 1 and _total(written, "metaData") == 1,
+        "protocol/metaData not written once",
+    )
+    # Empty hash partitions leave no file; the remaining parts are numbered in partition order, which
+    # is the same for any writer of this state.
+    p = len(written)
+    names = (
+        [f"{snapshot.version:020d}.checkpoint.parquet"]
+        if p == 1
+        else [f"{snapshot.version:020d}.checkpoint.{o:010d}.{p:010d}.parquet" for o in range(1, p + 1)]
+    )
+    statuses = [
+        _move(storage, w.status.path, join_path(log_dir, n), result)
+        for w, n in zip(written, names, strict=True)
+    ]
+    result.kind = "classic" if p == 1 else "multi-part"
+    result.parts = p if p > 1 else None
+    result.files = names
+    result.numActions = _total(written, "rows")
+    result.numTransactions = _total(written, "txn")
+    result.numDomains = _total(written, "domainMetadata")
+    result.sizeInBytes = sum(s.size for s in statuses)
+
+
+def _write_v2(
+    snapshot: Snapshot,
+    plan: _Plan,
+    files: DataFrame,
+    counts: dict[str, int],
+    staging: str,
+    log_dir: str,
+    result: CheckpointResult,
+) -> FileStatus:
+    spark, storage = snapshot._spark, snapshot._storage
+    file_actions = counts["add"] + counts["remove"]
+    sidecars = max(1, math.ceil(file_actions / plan.actions_per_part))
+    directory = join_path(staging, "sidecars")
+    log.info("Writing the V2 checkpoint of version %d: up to %d sidecar(s)", snapshot.version, sidecars)
+    # Sidecars are named by UUID and listed by the top-level file, so their layout need not be
+    # reproducible: no shuffle, the replay's tasks write them (merged down to `sidecars` tasks,
+    # and no file holds more than `actionsPerPart` actions).
+    _write(
+        files.coalesce(sidecars).select("add", "remove"),
+        directory,
+        "parquet",
+        plan.codec,
+        max_records=plan.actions_per_part,
+    )
+    written = [
+        w for w in _written_files(spark, storage, directory, "parquet", ["add", "remove"]) if w.counts["rows"]
+    ]
+    _check(
+        _total(written, "add") == counts["add"],
+        f"{_total(written, 'add')} adds written, {counts['add']} live",
+    )
+    _check(_total(written, "remove") == counts["remove"], "tombstone count differs from the state")
+
+    sidecar_dir = join_path(log_dir, SIDECAR_DIR)
+    storage.mkdirs(sidecar_dir)
+    entries = []
+    for w in written:  # sidecars first: the top-level file that references them comes last
+        name = f"{uuid.uuid4()}.parquet"
+        status = _move(storage, w.status.path, join_path(sidecar_dir, name), result)
+        entries.append(
+            {"path": name, "sizeInBytes": status.size, "modificationTime": status.modification_time}
+        )
+        result.sidecars.append(name)
+
+    top_types: dict[str, DataType] = {
+        "checkpointMetadata": schemas.CHECKPOINT_METADATA,
+        "protocol": schemas.PROTOCOL,
+        "metaData": schemas.METADATA,
+        "txn": schemas.TXN,
+        "domainMetadata": schemas.DOMAIN_METADATA,
+        "sidecar": schemas.SIDECAR,
+    }
+    if plan.v2_format == "parquet":  # as Spark's Delta, keep the file-action columns (all null)
+        top_types.update(add=files.schema["add"].dataType, remove=files.schema["remove"].dataType)
+    rows = [
+        _rows(
+            spark,
+            {"checkpointMetadata": _literal({"version": snapshot.version}, schemas.CHECKPOINT_METADATA)},
+        ),
+        _non_file_actions(snapshot, top_types),
+    ]
+    if entries:
+        rows.append(
+            spark.range(1).select(
+                F.explode(F.array(*[_literal(e, schemas.SIDECAR) for e in entries])).alias("sidecar")
+            )
+        )
+    top = reduce(DataFrame.unionByName, [_with_columns(r, top_types) for r in rows]).coalesce(1)
+    top_dir = join_path(staging, "top")
+    _write(top, top_dir, plan.v2_format, plan.codec)
+    kinds = ["checkpointMetadata", "protocol", "metaData", "txn", "domainMetadata", "sidecar"]
+    tops = _written_files(spark, storage, top_dir, plan.v2_format, kinds)
+    _check(len(tops) == 1, f"{len(tops)} top-level files written")
+    _check(tops[0].counts["checkpointMetadata"] == 1, "checkpointMetadata not written exactly once")
+    _check(tops[0].counts["sidecar"] == len(entries), "sidecar list differs from the sidecars written")
+    name = f"{snapshot.version:020d}.checkpoint.{uuid.uuid4()}.{plan.v2_format}"
+    status = _move(storage, tops[0].status.path, join_path(log_dir, name), result)
+    result.kind = "v2"
+    result.files = [name]
+    result.numActions = _total(written, "rows") + tops[0].counts["rows"]
+    result.numTransactions = tops[0].counts["txn"]
+    result.numDomains = tops[0].counts["domainMetadata"]
+    result.sizeInBytes = sum(w.status.size for w in written) + status.size
+    return status
+
+
+def _write_last_checkpoint(
+    storage: Storage, log_dir: str, staging: str, result: CheckpointResult, v2_top: FileStatus | None
+) -> bool:
+    """Point `_last_checkpoint` at the new checkpoint unless it already points at a newer one."""
+    current = read_last_checkpoint(storage, log_dir)
+    if current is not None and current.version > result.version:
+        log.info("_last_checkpoint already points at version %d; leaving it", current.version)
+        return False
+    document: dict[str, Any] = {
+        "version": result.version,
+        "size": result.numActions,
+        "sizeInBytes": result.sizeInBytes,
+        "numOfAddFiles": result.numOfAddFiles,
+    }
+    if result.parts:
+        document["parts"] = result.parts
+    if v2_top is not None:
+        document["v2Checkpoint"] = {
+            "path": v2_top.name,
+            "sizeInBytes": v2_top.size,
+            "modificationTime": v2_top.modification_time,
+        }
+    document["checksum"] = checksum_of(document)
+    temporary = join_path(staging, LAST_CHECKPOINT_NAME)
+    storage.write_text(temporary, json.dumps(document))
+    storage.replace(temporary, join_path(log_dir, LAST_CHECKPOINT_NAME))
+    return True
+
+
+@eager
+def write_checkpoint(
+    snapshot: Snapshot,
+    actionsPerPart: int | None = None,
+    v2Format: str | None = None,
+    protectedBeforeVersion: int | None = None,
+) -> CheckpointResult:
+    """Write a checkpoint of `snapshot` (see the module docstring); returns what was written."""
+    started = time.time()
+    spark, storage = snapshot._spark, snapshot._storage
+    if is_connect(spark):
+        raise storage._cannot_write("write a checkpoint")
+    check_writable(snapshot.protocol, snapshot.tableRoot, "write a checkpoint of")
+    if protectedBeforeVersion is not None and snapshot.version < protectedBeforeVersion:
+        raise UnsupportedWriterFeatureError(
+            f"Cannot write a checkpoint of version {snapshot.version} of {snapshot.tableRoot}: "
+            "`checkpointProtection` forbids checkpoints before "
+            f"delta.requireCheckpointProtectionBeforeVersion={protectedBeforeVersion}",
+            features=["checkpointProtection"],
+        )
+    plan = _plan(snapshot, actionsPerPart, v2Format)
+    log_dir = join_path(snapshot.tableRoot, "_delta_log")
+    staging = join_path(log_dir, f"{STAGING_DIR}/{snapshot.version:020d}-{uuid.uuid4()}")
+    result = CheckpointResult(tablePath=snapshot.tableRoot, version=snapshot.version, kind="", files=[])
+    live = _checkpointed_rows(snapshot)  # one plan (and one log file listing) for count and write
+    files = _file_actions(snapshot, plan, live)
+    try:
+        counts = _count_file_actions(live)
+        result.numOfAddFiles, result.numOfRemoves = counts["add"], counts["remove"]
+        log.info(
+            "Checkpointing %s at version %d: %d live files, %d unexpired tombstones (%s)",
+            snapshot.tableRoot,
+            snapshot.version,
+            counts["add"],
+            counts["remove"],
+            "V2 with sidecars" if plan.v2 else "classic",
+        )
+        v2_top = None
+        if plan.v2:
+            v2_top = _write_v2(snapshot, plan, files, counts, staging, log_dir, result)
+        else:
+            _write_classic(snapshot, plan, files, counts, staging, log_dir, result)
+        result.lastCheckpointUpdated = _write_last_checkpoint(storage, log_dir, staging, result, v2_top)
+    finally:
+        try:
+            storage.delete(staging, recursive=True)
+            with contextlib.suppress(Exception):  # only when empty: other writers may be staging
+                storage.delete(join_path(log_dir, STAGING_DIR), recursive=False)
+        except Exception as exc:  # leftovers are removed by cleanupLog after a day
+            log.warning("Could not remove the staging directory %s: %s", staging, exc)
+    result.seconds = round(time.time() - started, 3)
+    log.info(
+        "Wrote %s checkpoint of version %d: %s (%d actions, %d bytes) in %.1fs",
+        result.kind,
+        result.version,
+        ", ".join(result.files),
+        result.numActions,
+        result.sizeInBytes,
+        result.seconds,
+    )
+    return result
+
+
+def protected_before_version(snapshot: Snapshot) -> int | None:
+    """`delta.requireCheckpointProtectionBeforeVersion` when the table supports checkpointProtection."""
+    if not snapshot.protocol.hasFeature("checkpointProtection"):
+        return None
+    value = snapshot.configuration.get("delta.requireCheckpointProtectionBeforeVersion")
+    return int(value) if value else None

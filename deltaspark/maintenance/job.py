@@ -1,0 +1,144 @@
+"""The scheduled checkpoint and metadata-cleanup job over many Delta tables.
+
+Run it with spark-submit (`jobs/checkpoint_job.py`), as the `deltaspark-checkpoint-job` console
+script / Databricks Python wheel task entry point, or call `main(argv, spark=spark)`:
+
+    spark-submit jobs/checkpoint_job.py s3a://bucket/orders s3a://bucket/events --output summary.json
+    deltaspark-checkpoint-job --paths-file tables.txt --output s3a://bucket/ops/summary.json
+
+For each table: when it has at least `delta.checkpointInterval` (default 10) commits since its last
+checkpoint, write a checkpoint of its latest version (a distributed write); then clean up its log
+(files older than `delta.logRetentionDuration`, default 30 days, that no retained version needs).
+One failing table does not stop the others. A summary table is printed and a JSON summary written
+(`--output`, a local path or any Hadoop path such as s3a://...). The exit code is 1 if any table
+failed. Only the driver needs deltaspark installed: executors run plain DataFrame operations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from deltaspark.maintenance.checkpoint_writer import protected_before_version, write_checkpoint
+from deltaspark.maintenance.log_cleanup import cleanup_log
+from deltaspark.snapshot import load_version
+from deltaspark.storage import HadoopStorage, storage_for
+
+DEFAULT_CHECKPOINT_INTERVAL = 10
+
+
+def _paths(args: argparse.Namespace) -> list[str]:
+    paths = list(args.paths)
+    if args.paths_file:
+        with open(args.paths_file, encoding="utf-8") as fh:
+            paths += [line.strip() for line in fh if line.strip() and not line.lstrip().startswith("#")]
+    return paths
+
+
+def maintain_table(spark, path: str, args: argparse.Namespace) -> dict[str, Any]:  # noqa: ANN001
+    """Checkpoint `path` if it is due, then clean up its log; the facts for the summary."""
+    started = time.time()
+    storage = storage_for(spark)
+    snapshot = load_version(spark, storage, path)
+    interval = args.interval or int(
+        snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL)
+    )
+    last = snapshot.segment.checkpoint.version if snapshot.segment.checkpoint else None
+    since = snapshot.version - (last if last is not None else -1)
+    facts: dict[str, Any] = {
+        "version": snapshot.version,
+        "lastCheckpoint": last,
+        "commitsSinceCheckpoint": since,
+        "checkpointInterval": interval,
+        "checkpoint": None,
+        "cleanup": None,
+    }
+    if since >= interval:
+        result = write_checkpoint(snapshot, args.actions_per_part, None, protected_before_version(snapshot))
+        facts["checkpoint"] = result.asDict()
+    if not args.no_cleanup:
+        facts["cleanup"] = cleanup_log(storage, path, dry_run=args.dry_run_cleanup).asDict()
+    facts["seconds"] = round(time.time() - started, 2)
+    return facts
+
+
+def _print_summary(results: list[dict[str, Any]]) -> None:
+    width = max(len("table"), *(len(r["path"]) for r in results))
+    print(f"{'table'.ljust(width)}  status   version  since  checkpoint              cleaned  seconds")
+    for r in results:
+        if r["status"] != "ok":
+            print(f"{r['path'].ljust(width)}  FAILED   {r['error'].splitlines()[0]}")
+            continue
+        cp = r["checkpoint"]
+        written = f"{cp['kind']} @{cp['version']} ({cp['numOfAddFiles']} files)" if cp else "not due"
+        cleanup = r["cleanup"]
+        cleaned = "-" if cleanup is None else str(cleanup["numFiles"])
+        print(
+            f"{r['path'].ljust(width)}  ok       {r['version']:>7}  {r['commitsSinceCheckpoint']:>5}  "
+            f"{written:<22}  {cleaned:>7}  {r['seconds']:>7}"
+        )
+    failed = sum(r["status"] != "ok" for r in results)
+    print(f"{len(results)} table(s): {len(results) - failed} ok, {failed} failed")
+
+
+def _write_output(spark, location: str, document: dict[str, Any]) -> None:  # noqa: ANN001
+    text = json.dumps(document, indent=2, default=str)
+    if "://" in location or location.startswith(("s3a:", "s3:", "gs:", "abfss:", "hdfs:", "dbfs:")):
+        HadoopStorage(spark).write_text(location, text, overwrite=True)
+    else:
+        with open(location, "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="checkpoint_job", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("paths", nargs="*", help="table paths")
+    parser.add_argument("--paths-file", help="a local file with one table path per line (# comments)")
+    parser.add_argument("--output", help="write the JSON summary here (local or Hadoop path)")
+    parser.add_argument(
+        "--interval", type=int, help="checkpoint after this many commits (default: delta.checkpointInterval)"
+    )
+    parser.add_argument("--actions-per-part", type=int, help="file actions per checkpoint part or sidecar")
+    parser.add_argument("--no-cleanup", action="store_true", help="only checkpoint; keep every log file")
+    parser.add_argument("--dry-run-cleanup", action="store_true", help="list expired log files, delete none")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what deltaspark does")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, spark=None) -> int:  # noqa: ANN001
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    paths = _paths(args)
+    if not paths:
+        parser.error("give table paths or --paths-file")
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("deltaspark").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.appName("deltaspark-checkpoint-job").getOrCreate()
+
+    started = time.time()
+    results = []
+    for path in paths:
+        print(f"[{len(results) + 1}/{len(paths)}] {path}", flush=True)
+        try:
+            results.append({"path": path, "status": "ok", **maintain_table(spark, path, args)})
+        except Exception as exc:  # one broken table must not stop the maintenance of the others
+            results.append({"path": path, "status": "failed", "error": f"{type(exc).__name__}: {exc}"})
+    _print_summary(results)
+    if args.output:
+        summary = {
+            "tables": results,
+            "ok": sum(r["status"] == "ok" for r in results),
+            "failed": sum(r["status"] != "ok" for r in results),
+            "seconds": round(time.time() - started, 2),
+        }
+        _write_output(spark, args.output, summary)
+    return 1 if any(r["status"] != "ok" for r in results) else 0

@@ -1,0 +1,437 @@
+"""Reading a snapshot's rows (`toDF`).
+
+1. `Snapshot.files(filter)` prunes files by partition values and statistics (`data_skipping`).
+2. The data files are read with Spark's own parquet reader, asking for physical column names (or
+   parquet field ids, in column-mapping `id` mode) and for types wide enough for files written
+   before a type widening; values are cast to the table's logical names and types.
+3. Each row is tied back to its file through `_metadata.file_path`; partition values, and for row
+   tracking `baseRowId`/`defaultRowCommitVersion`, come from the log, never from directory names.
+4. Rows of files with deletion vectors carry `_metadata.row_index` and are anti-joined with the
+   deleted row positions, which are decoded on the executors (`dv_codec`, via `mapInArrow`).
+5. The filter is applied to the rows as well, so pruning only ever saves work.
+
+Spark's file scan needs the paths it reads on the driver; above
+`spark.deltaspark.read.maxDriverFiles` files the read switches to `distributed_read`, where
+executors open the files themselves and the file list never leaves the cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from pyspark import cloudpickle
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, LongType, MapType, StructField, StructType
+
+from deltaspark import errors
+from deltaspark.errors import DeletionVectorError, InvalidArgumentError, MissingDataFileError
+from deltaspark.features import dv_codec
+from deltaspark.features.column_mapping import ID_KEY, physical_name, physical_type
+from deltaspark.features.deletion_vectors import dv_unique_id
+from deltaspark.features.partition_values import partition_fields
+from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
+from deltaspark.features.row_tracking import materialized_columns, row_commit_version, row_id
+from deltaspark.features.schema import drop_void_fields
+from deltaspark.features.type_widening import check_type_changes, has_type_changes, readable_type
+from deltaspark.log.paths import absolute_path, canonical_path
+from deltaspark.log.replay import _STRICT
+from deltaspark.spark_compat import check_python_workers, conf_get, read_paths, spark_version
+
+log = logging.getLogger(__name__)
+
+# Executors decode deletion vectors with these functions; shipping them by value means the
+# cluster needs only pyarrow and pyroaring, not deltaspark itself.
+cloudpickle.register_pickle_by_value(dv_codec)
+cloudpickle.register_pickle_by_value(errors)
+
+MAX_DRIVER_FILES_CONF = "spark.deltaspark.read.maxDriverFiles"
+DEFAULT_MAX_DRIVER_FILES = 200_000
+BROADCAST_FILES_LIMIT = 200_000
+BROADCAST_DELETED_ROWS_CONF = "spark.deltaspark.read.broadcastDeletedRows"
+DEFAULT_BROADCAST_DELETED_ROWS = 2_000_000
+FIELD_ID_KEY = "parquet.field.id"
+_GLOB_CHARS = "{}[]*?\\"
+
+
+def _col(name: str) -> Column:
+    """A top-level column by its exact name (dots and backticks in names are data, not syntax)."""
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _escape_glob(path: str) -> str:
+    """Spark treats read paths as globs; data file names may contain glob characters."""
+    return "".join("\\" + ch if ch in _GLOB_CHARS else ch for ch in path)
+
+
+def _with_field_ids(data_type: DataType) -> DataType:
+    """Attach `parquet.field.id` (from `delta.columnMapping.id`) to every struct field, for `id` mode."""
+    if isinstance(data_type, StructType):
+        return StructType(
+            [
+                StructField(
+                    f.name,
+                    _with_field_ids(f.dataType),
+                    f.nullable,
+                    {FIELD_ID_KEY: int(f.metadata[ID_KEY])} if ID_KEY in f.metadata else {},
+                )
+                for f in data_type.fields
+            ]
+        )
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_with_field_ids(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, MapType):
+        return MapType(
+            _with_field_ids(data_type.keyType),
+            _with_field_ids(data_type.valueType),
+            data_type.valueContainsNull,
+        )
+    return data_type
+
+
+class TableReader:
+    """How to read one snapshot's data files: the physical read schema and the logical projection."""
+
+    def __init__(self, snapshot: Any) -> None:
+        self.snapshot = snapshot
+        self.spark = snapshot._spark
+        self.mode = snapshot.columnMappingMode
+        schema = drop_void_fields(snapshot.schema)
+        check_type_changes(schema, snapshot.tableRoot)
+        self.logical_schema = schema
+        self.partition_fields = partition_fields(schema, snapshot.metadata.partitionColumns)
+        self.partition_names = {f.name.lower() for f in self.partition_fields}
+        self.data_fields = [f for f in schema.fields if f.name.lower() not in self.partition_names]
+        self.materialized = materialized_columns(snapshot.metadata)
+        if self.mode == "id":
+            # Spark resolves columns by parquet field id only with this session setting.
+            self.spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
+
+    def read_field(self, field: StructField) -> StructField:
+        data_type = physical_type(readable_type(field), self.mode)
+        if self.mode == "id":
+            data_type = _with_field_ids(data_type)
+            metadata = {FIELD_ID_KEY: int(field.metadata[ID_KEY])} if ID_KEY in field.metadata else {}
+        else:
+            metadata = {}
+        return StructField(physical_name(field, self.mode), data_type, True, metadata)
+
+    def read_schema(self, row_tracking: bool, extra: list[StructField]) -> StructType:
+        fields = [self.read_field(f) for f in self.data_fields]
+        if row_tracking:
+            fields += [StructField(name, LongType(), True) for name in self.materialized if name]
+        return StructType(fields + extra)
+
+    def logical_column(self, field: StructField) -> Column:
+        read = self.read_field(field)
+        column = _col(read.name)
+        return column if read.dataType == field.dataType else column.cast(field.dataType)
+
+
+def deletion_key(path_key: Column, dv_id: Column | None) -> Column:
+    """The key deleted rows are matched on: the file, and the DV when a file may be listed with
+    several DVs (a change feed lists a file once per commit that touched it)."""
+    return path_key if dv_id is None else F.concat(path_key, F.lit("\u0001"), dv_id)
+
+
+def deleted_rows(snapshot: Any, dv_files: DataFrame, by_dv: bool = False) -> DataFrame:
+    """`(key, row_index)` for every row deleted by the DVs of `dv_files` (rows of `files()`),
+    decoded on the executors; `key` is `deletion_key(...)`. DV files are read with Spark's
+    `binaryFile` source (Hadoop FileSystem, cluster credentials); only their distinct paths
+    visit the driver. A DV that fails a check fails the query, naming the data file and the DV."""
+    spark, root = snapshot._spark, snapshot.tableRoot
+    dv = F.col("deletionVector")
+    path_key = canonical_path(F.col("path"), root)
+    descriptors = dv_files.select(
+        deletion_key(path_key, dv_unique_id(dv) if by_dv else None).alias("key"),
+        path_key.alias("file"),
+        dv.getField("storageType").alias("storageType"),
+        dv.getField("pathOrInlineDv").alias("pathOrInlineDv"),
+        F.coalesce(dv.getField("offset"), F.lit(0)).alias("offset"),
+        dv.getField("sizeInBytes").alias("sizeInBytes"),
+        dv.getField("cardinality").alias("cardinality"),
+    ).distinct()
+    on_disk_ids = (
+        descriptors.where(F.col("storageType") != "i")
+        .groupBy("storageType", "pathOrInlineDv")
+        .agg(F.min("file").alias("file"))
+        .collect()
+    )
+    columns = ["key", "file", "storageType", "pathOrInlineDv", "offset", "sizeInBytes", "cardinality"]
+    inline = descriptors.where(F.col("storageType") == "i").select(
+        *columns, F.lit(None).cast("binary").alias("record"), F.lit(None).cast("string").alias("where")
+    )
+    records = inline
+    if on_disk_ids:
+        locations = [
+            (row["storageType"], row["pathOrInlineDv"], _dv_location(row, root)) for row in on_disk_ids
+        ]
+        files = spark.createDataFrame(locations, "storageType string, pathOrInlineDv string, location string")
+        try:
+            contents = (
+                spark.read.format("binaryFile")
+                .options(**_STRICT)
+                .load([_escape_glob(loc) for _, _, loc in locations])
+                .select(canonical_path(F.col("path"), root).alias("location"), "content")
+            )
+        except Exception as exc:
+            missing = re.search(r"Path does not exist: (\S+?)\.?(\s|$)", str(exc))
+            if missing:
+                raise DeletionVectorError(
+                    f"deltaspark: deletion vector {missing.group(1)}: the file does not exist"
+                ) from exc
+            raise
+        on_disk = (
+            descriptors.where(F.col("storageType") != "i")
+            .join(files, ["storageType", "pathOrInlineDv"])
+            .join(contents, "location", "left")
+            .select(
+                *columns,
+                # The DV record at its offset (a negative offset is refused by the decoder).
+                F.when(F.col("offset") >= 0, F.expr("substring(content, offset + 1, sizeInBytes + 8)")).alias(
+                    "record"
+                ),
+                F.concat(F.col("location"), F.lit("@"), F.col("offset").cast("string")).alias("where"),
+            )
+        )
+        records = records.unionByName(on_disk)
+    check_python_workers(spark)
+    return records.mapInArrow(dv_codec.deleted_row_batches, "key string, row_index long")
+
+
+def _dv_location(row: Any, root: str) -> str:
+    """Where an on-disk DV lives, from its descriptor (`u`: relative UUID path, `p`: absolute)."""
+    storage_type, value = row["storageType"], row["pathOrInlineDv"]
+    try:
+        if storage_type == "u":
+            return absolute_path(dv_codec.uuid_relative_path(value), root)
+        if storage_type == "p":
+            return absolute_path(value, root)
+        raise DeletionVectorError(f"unknown storageType {storage_type!r}")
+    except Exception as exc:
+        raise dv_codec.contextualize(exc, row["file"], dv_codec.describe(storage_type, value, None)) from exc
+
+
+def read_files(
+    snapshot: Any,
+    files: DataFrame,
+    row_tracking: bool = False,
+    extra: list[StructField] | None = None,
+    carry: list[str] | None = None,
+    apply_deletion_vectors: bool = True,
+    keep_row_index: bool = False,
+) -> DataFrame:
+    """Rows of `files` (shaped like `Snapshot.files()`), in the table's logical schema.
+
+    `extra` physical columns (e.g. `_change_type` of CDC files) are read and passed through;
+    `carry` names columns of `files` copied onto each of the file's rows. `files` may list a path
+    more than once (with different DVs or carried values): each listing yields its own rows.
+    `keep_row_index` adds `_row_index`, each row's position in its file.
+    """
+    reader = TableReader(snapshot)
+    extra, carry = extra or [], carry or []
+    if row_tracking and not row_tracking_enabled(snapshot.protocol, snapshot.metadata):
+        raise InvalidArgumentError(
+            f"Row tracking is not enabled on {snapshot.tableRoot} (delta.enableRowTracking is not true)"
+        )
+    output = _output_schema(reader, row_tracking, extra, [files.schema[c] for c in carry], keep_row_index)
+    limit = int(conf_get(snapshot._spark, MAX_DRIVER_FILES_CONF, str(DEFAULT_MAX_DRIVER_FILES)))
+    if spark_version(snapshot._spark) < (4, 0) and has_type_changes(reader.logical_schema):
+        # Spark 3.5's parquet reader cannot read a file written before a widening as the wider type
+        # (INT32 as bigint); the executor-side reader converts each file's columns itself.
+        log.info(
+            "Reading a type-widened table on Spark %s with the executor-side reader", snapshot._spark.version
+        )
+        limit = 0
+    # One job: the paths Spark's scan needs (at most `limit` + 1 of them reach the driver).
+    listed = (
+        files.select(
+            "path",
+            F.col("deletionVector").isNotNull().alias("hasDv"),
+            F.col("deletionVector.cardinality").alias("deleted"),
+        )
+        .limit(limit + 1)
+        .collect()
+    )
+    if not listed:
+        return snapshot._spark.createDataFrame([], output)
+    if len(listed) > limit:
+        from deltaspark.read.distributed_read import read_distributed
+
+        log.info(
+            "Reading more than %d file(s) with the distributed reader (%s)", limit, MAX_DRIVER_FILES_CONF
+        )
+        return read_distributed(
+            snapshot,
+            reader,
+            files,
+            row_tracking,
+            extra,
+            carry,
+            apply_deletion_vectors,
+            keep_row_index,
+            output,
+        )
+    with_dv = [r for r in listed if r["hasDv"]] if apply_deletion_vectors else []
+    deleted = sum(r["deleted"] or 0 for r in with_dv)
+    log.info(
+        "Reading %d data files (%d with deletion vectors, %d deleted rows)",
+        len(listed),
+        len(with_dv),
+        deleted,
+    )
+    return _read_native(
+        snapshot, reader, files, listed, row_tracking, keep_row_index, extra, carry, with_dv, output
+    )
+
+
+def _output_schema(
+    reader: TableReader,
+    row_tracking: bool,
+    extra: list[StructField],
+    carried: list[StructField],
+    keep_row_index: bool = False,
+) -> StructType:
+    fields = [StructField(f.name, f.dataType, True, f.metadata) for f in reader.logical_schema.fields]
+    fields += [StructField(f.name, f.dataType, True) for f in [*extra, *carried]]
+    if keep_row_index:
+        fields.append(StructField("_row_index", LongType(), True))
+    if row_tracking:
+        fields.append(
+            StructField(
+                "_metadata",
+                StructType(
+                    [
+                        StructField("row_id", LongType(), True),
+                        StructField("row_commit_version", LongType(), True),
+                    ]
+                ),
+                True,
+            )
+        )
+    return StructType(fields)
+
+
+def _read_native(
+    snapshot: Any,
+    reader: TableReader,
+    files: DataFrame,
+    listed: list[Any],
+    row_tracking: bool,
+    keep_row_index: bool,
+    extra: list[StructField],
+    carry: list[str],
+    with_dv: list[Any],
+    output: StructType,
+) -> DataFrame:
+    spark, root = snapshot._spark, snapshot.tableRoot
+    read_schema = reader.read_schema(row_tracking, extra)
+    has_dvs = bool(with_dv)
+    deleted_count = sum(r["deleted"] or 0 for r in with_dv)
+    indexed_everywhere = row_tracking or keep_row_index
+    paths: dict[str, bool] = {}  # each data file is scanned once, with row indexes if any listing needs them
+    for r in listed:
+        location = absolute_path(r["path"], root)
+        paths[location] = paths.get(location, False) or indexed_everywhere or (has_dvs and bool(r["hasDv"]))
+    repeated = len(paths) < len(listed)
+
+    def scan(locations: list[str], with_index: bool) -> DataFrame:
+        columns: list[Column | str] = [_col(f.name) for f in read_schema.fields]
+        columns.append(canonical_path(F.col("_metadata.file_path"), root).alias("_key"))
+        columns.append(
+            (F.col("_metadata.row_index") if with_index else F.lit(None).cast("long")).alias("_row_index")
+        )
+        try:
+            frame = read_paths(
+                spark,
+                spark.read.options(**_STRICT).schema(read_schema),
+                "parquet",
+                [_escape_glob(p) for p in locations],
+            )
+        except Exception as exc:
+            missing = re.search(r"Path does not exist: (\S+?)\.?(\s|$)", str(exc))
+            if missing:
+                raise MissingDataFileError(missing.group(1)) from exc
+            raise
+        return frame.select(*columns)
+
+    groups = [[p for p, indexed in paths.items() if indexed is flag] for flag in (False, True)]
+    parts = [scan(group, flag) for group, flag in zip(groups, (False, True), strict=True) if group]
+    rows = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+
+    joined = bool(reader.partition_fields) or row_tracking or bool(carry) or (has_dvs and repeated)
+    if joined:
+        dv_id = dv_unique_id(F.col("deletionVector")) if has_dvs else F.lit("")
+        entries = files.select(
+            canonical_path(F.col("path"), root).alias("_file_key"),
+            dv_id.alias("_dv_id"),
+            F.col("partitionValues_parsed").alias("_partition"),
+            F.col("baseRowId").alias("_base_row_id"),
+            F.col("defaultRowCommitVersion").alias("_default_commit_version"),
+            *[_col(c) for c in carry],
+        )
+        if len(listed) <= BROADCAST_FILES_LIMIT:
+            entries = F.broadcast(entries)
+        rows = rows.join(entries, rows["_key"] == entries["_file_key"], "left")
+    if has_dvs:
+        by_dv = joined and repeated
+        deleted = deleted_rows(snapshot, files.where(F.col("deletionVector").isNotNull()), by_dv=by_dv)
+        broadcast_limit = int(
+            conf_get(spark, BROADCAST_DELETED_ROWS_CONF, str(DEFAULT_BROADCAST_DELETED_ROWS))
+        )
+        if deleted_count <= broadcast_limit:
+            deleted = F.broadcast(deleted)
+        key = deletion_key(F.col("_key"), F.col("_dv_id") if by_dv else None)
+        rows = rows.withColumn("_deletion_key", key)
+        rows = rows.join(
+            deleted.select(F.col("key").alias("_deletion_key"), F.col("row_index").alias("_row_index")),
+            ["_deletion_key", "_row_index"],
+            "left_anti",
+        )
+    return _project(reader, rows, row_tracking, keep_row_index, extra, carry, joined).select(
+        *[_col(f.name) for f in output.fields]
+    )
+
+
+def _project(
+    reader: TableReader,
+    rows: DataFrame,
+    row_tracking: bool,
+    keep_row_index: bool,
+    extra: list[StructField],
+    carry: list[str],
+    joined: bool,
+) -> DataFrame:
+    columns: list[Column] = []
+    for field in reader.logical_schema.fields:
+        if field.name.lower() in reader.partition_names:
+            value = F.col("_partition").getField(field.name)
+        else:
+            value = reader.logical_column(field)
+        if joined:
+            # A row whose file is missing from the snapshot's list means the keys disagree: fail
+            # rather than return rows without their partition values.
+            value = F.when(
+                F.col("_file_key").isNull(),
+                F.raise_error(F.concat(F.lit("deltaspark: data file not in the snapshot: "), F.col("_key"))),
+            ).otherwise(value)
+        columns.append(value.alias(field.name))
+    columns += [_col(f.name) for f in extra]
+    columns += [_col(c) for c in carry]
+    if keep_row_index:
+        columns.append(F.col("_row_index"))
+    if row_tracking:
+        id_column, version_column = reader.materialized
+        columns.append(
+            F.struct(
+                row_id(
+                    _col(id_column) if id_column else None, F.col("_base_row_id"), F.col("_row_index")
+                ).alias("row_id"),
+                row_commit_version(
+                    _col(version_column) if version_column else None, F.col("_default_commit_version")
+                ).alias("row_commit_version"),
+            ).alias("_metadata")
+        )
+    return rows.select(*columns)
