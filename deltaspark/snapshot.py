@@ -403,13 +403,19 @@ def protocol_metadata_frame(spark: SparkSession, segment: LogSegment) -> DataFra
     if checkpoint is not None:
         kinds = ["protocol", "metaData", "sidecar"]
         frame = read_checkpoint_actions(spark, checkpoint.files, kinds, checkpoint.version)
-        # Required fields, so Spark can push the test into the parquet reader: row groups that
-        # hold only file actions (all of a big checkpoint but its first) are skipped by their stats.
-        wanted = (
-            F.col("protocol.minReaderVersion").isNotNull()
-            | F.col("metaData.id").isNotNull()
-            | F.col("sidecar.path").isNotNull()
-        )
+        if checkpoint.files[0].file_format == "json":  # a V2 top-level file: small, every action kept
+            wanted = (
+                F.col("protocol").isNotNull() | F.col("metaData").isNotNull() | F.col("sidecar").isNotNull()
+            )
+        else:
+            # Required fields, so Spark can push the test into the parquet reader: row groups that
+            # hold only file actions (all of a big checkpoint but its first) are skipped by their stats.
+            wanted = (
+                F.col("protocol.minReaderVersion").isNotNull()
+                | F.col("metaData.id").isNotNull()
+                | F.col("sidecar.path").isNotNull()
+                | F.col("sidecar.sizeInBytes").isNotNull()
+            )
         frame = keep_actions(frame, wanted)
         frames.append(
             frame.select(
@@ -500,7 +506,11 @@ def load_snapshot(spark: SparkSession, storage: Storage, segment: LogSegment, ta
         except ValueError:
             commit_info = None
     log_dir = join_path(table_root, "_delta_log")
-    sidecars = [absolute_path(s["path"], join_path(log_dir, "_sidecars")) for s in row["sidecars"] or []]
+    entries = row["sidecars"] or []
+    if any(not s["path"] for s in entries):
+        assert segment.checkpoint is not None
+        raise CorruptLogError(segment.checkpoint.files[0].path, "a `sidecar` action has no path")
+    sidecars = [absolute_path(s["path"], join_path(log_dir, "_sidecars")) for s in entries]
     missing = storage.missing(sidecars)
     if missing:
         assert segment.checkpoint is not None

@@ -64,7 +64,7 @@ _PARQUET_REASONS = (
     ("ParquetDecodingException", "corrupt parquet data"),
     ("Malformed", "malformed content"),
 )
-# Hadoop releases to name in the hadoop-aws advice: scheme -> (artifact, what it provides)
+# The connector each scheme needs: scheme -> (Maven artifact, what it provides)
 _SCHEME_PACKAGES = {
     "s3a": ("org.apache.hadoop:hadoop-aws", "S3A (hadoop-aws and the AWS SDK bundle it depends on)"),
     "s3": ("org.apache.hadoop:hadoop-aws", "S3 through S3A (hadoop-aws; map s3:// to S3AFileSystem)"),
@@ -115,7 +115,7 @@ def _is_log_path(path: str) -> bool:
 
 
 def hadoop_version_hint(spark: Any = None) -> str:
-    """`" (Hadoop x.y.z)"` when the session's JVM says which Hadoop it runs, else empty."""
+    """The Hadoop version the session's JVM runs (e.g. "3.4.1"), or empty when it cannot tell."""
     try:
         return f"{spark._jvm.org.apache.hadoop.util.VersionInfo.getVersion()}"  # type: ignore[union-attr]
     except Exception:
@@ -127,7 +127,10 @@ def unsupported_file_system(scheme: str, path: str, spark: Any = None) -> Unsupp
         scheme.lower(), ("the Hadoop FileSystem implementation", f"the {scheme}:// scheme")
     )
     version = hadoop_version_hint(spark)
-    coordinate = f"{artifact}:{version}" if version and ":" in artifact else artifact
+    # Hadoop's own connectors are released with Hadoop: the cluster's version is the one to use.
+    coordinate = (
+        f"{artifact}:{version}" if version and artifact.startswith("org.apache.hadoop:") else artifact
+    )
     return UnsupportedFileSystemError(
         path,
         f"This Spark cluster has no Hadoop FileSystem for {scheme}:// paths; it needs {provides} on its "

@@ -142,6 +142,17 @@ def test_line_with_two_file_actions_is_named(spark, log):
         snap.summary()
 
 
+def test_sidecar_without_path_is_named(spark, log):
+    v2 = protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"])
+    log.commit(0, v2, metadata(), add("a"))
+    top = [{"checkpointMetadata": {"version": 0}}, v2, metadata(), {"sidecar": {"sizeInBytes": 1}}]
+    name = "00000000000000000000.checkpoint.3a4d1593-4000-446a-a55a-88dad19286a4.json"
+    log.raw(name, "".join(json.dumps(a) + "\n" for a in top))
+    (log.log / "00000000000000000000.json").unlink()
+    with pytest.raises(CorruptLogError, match=r"checkpoint\.3a4d.*`sidecar` action has no path"):
+        DeltaTable.forPath(spark, log.path).snapshot()
+
+
 def test_protocol_without_versions_is_named(spark, log):
     log.commit(0, {"protocol": {"minWriterVersion": 2}}, metadata(), add("a"))
     with pytest.raises(CorruptLogError, match=r"00000\.json.*no minReaderVersion"):

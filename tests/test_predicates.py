@@ -1,8 +1,10 @@
-"""The predicate language read off SQL text (no Spark needed)."""
+"""The predicate language read off SQL text (no Spark needed) and off PySpark Columns."""
 
 from __future__ import annotations
 
 from decimal import Decimal
+
+import pytest
 
 from deltaspark.read.predicates import And, Cmp, In, IsNull, Lit, Not, Opaque, Or, Ref, parse_sql
 
@@ -39,3 +41,40 @@ def test_what_pruning_cannot_use_is_opaque():
     assert parse_sql("upper(name) = 'X'") == Cmp("=", Opaque("upper(...)"), Lit("X"))
     assert isinstance(parse_sql("a +"), Opaque)
     assert isinstance(parse_sql("a LIKE 'x%'"), Opaque)
+
+
+@pytest.mark.connect
+def test_columns_read_like_the_sql_they_stand_for(spark):
+    """PySpark Columns become the same tree as the SQL they mean - classic Spark 4 (ColumnNode),
+    classic Spark 3.5 (Catalyst expressions) and Connect - or pruning would silently do nothing."""
+    from pyspark.sql import functions as F
+
+    from deltaspark.read.predicates import from_filter
+
+    cases = [
+        ((F.col("a") > 1) & (F.col("b") == "x"), "a > 1 AND b = 'x'"),
+        ((F.col("a") <= 2) | ~(F.col("c") != 3), "a <= 2 OR NOT c != 3"),
+        (F.col("s.t").isin(1, 2), "s.t IN (1, 2)"),
+        (F.col("x").between(1, 5), "x BETWEEN 1 AND 5"),
+        (F.col("x").isNull(), "x IS NULL"),
+        (F.col("x").isNotNull(), "x IS NOT NULL"),
+        (F.col("x").eqNullSafe(None), "x <=> NULL"),
+        (F.col("f") >= F.lit(True), "f >= true"),
+        (F.col("d") < F.lit(Decimal("2.5")), "d < 2.5"),
+        (F.lit(5) < F.col("a"), "5 < a"),
+        (F.expr("a > 1 AND b IN ('p', 'q')"), "a > 1 AND b IN ('p', 'q')"),
+    ]
+    for column, sql in cases:
+        assert _same(from_filter(column)) == _same(parse_sql(sql)), sql
+    assert isinstance(from_filter(F.upper("name") == "X").left, Opaque)
+
+
+def _same(node):
+    """`a != b` as `NOT a = b` (Spark builds Column `!=` that way): one form for comparing trees."""
+    if isinstance(node, Cmp) and node.op == "!=":
+        return Not(Cmp("=", node.left, node.right))
+    if isinstance(node, (And, Or)):
+        return type(node)(_same(node.left), _same(node.right))
+    if isinstance(node, Not):
+        return Not(_same(node.child))
+    return node
