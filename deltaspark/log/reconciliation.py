@@ -36,28 +36,37 @@ def file_action_rows(
     `actions` has the log file each action came from in `file`. Without `deletion_vectors` (the
     protocol does not support them) a file action that carries one is a damaged log."""
     files = keep_actions(actions, F.col("add").isNotNull() | F.col("remove").isNotNull())
-    is_add = F.col("add").isNotNull()
-    path = F.when(is_add, F.col("add.path")).otherwise(F.col("remove.path"))
-    dv = F.when(is_add, F.col("add.deletionVector")).otherwise(F.col("remove.deletionVector"))
-    # A file action without a path is a damaged log: fail naming the log file, never count it.
-    reason = F.when(is_add, F.lit("an `add` action has no path")).otherwise(
-        F.lit("a `remove` action has no path")
-    )
-    both = "a line holds both an `add` and a `remove` action (one action per line)"
-    path_key = (
-        F.when(path.isNull(), own_error(CORRUPT_LOG, F.col("file"), reason))
-        .when(F.col("remove").isNotNull() & is_add, own_error(CORRUPT_LOG, F.col("file"), both))
-        .otherwise(canonical_path(path, table_root))
-    )
-    dv_id = dv_unique_id(dv)
+    has_add = F.col("add").isNotNull()
+    path = F.when(has_add, F.col("add.path")).otherwise(F.col("remove.path"))
+    dv = F.when(has_add, F.col("add.deletionVector")).otherwise(F.col("remove.deletionVector"))
+    # A damaged file action fails the query naming its log file; it is never counted. The checks
+    # live in `is_add`, which every plan evaluates, and not around `path_key`: Spark does not
+    # share common subexpressions inside a CASE branch, so wrapping the canonical path in one
+    # would decode every path several times.
+    damaged = [
+        (
+            path.isNull(),
+            F.when(has_add, F.lit("an `add` action has no path")).otherwise(
+                F.lit("a `remove` action has no path")
+            ),
+        ),
+        (
+            F.col("remove").isNotNull() & has_add,
+            F.lit("a line holds both an `add` and a `remove` action (one action per line)"),
+        ),
+    ]
     if not deletion_vectors:
         unsupported = "a file action has a deletionVector, but the protocol does not support deletionVectors"
-        dv_id = F.when(dv.isNotNull(), own_error(CORRUPT_LOG, F.col("file"), unsupported)).otherwise(dv_id)
+        damaged.append((dv.isNotNull(), F.lit(unsupported)))
+    (first, first_reason), *others = damaged
+    checked = F.when(first, own_error(CORRUPT_LOG, F.col("file"), first_reason))
+    for condition, reason in others:
+        checked = checked.when(condition, own_error(CORRUPT_LOG, F.col("file"), reason))
     return files.select(
         "version",
-        is_add.alias("is_add"),
-        path_key.alias("path_key"),
-        dv_id.alias("dv_id"),
+        checked.otherwise(has_add).alias("is_add"),
+        canonical_path(path, table_root).alias("path_key"),
+        dv_unique_id(dv).alias("dv_id"),
         "add",
         "remove",
         *(extra or []),
