@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from deltaspark.errors import DeltaSparkError
+from deltaspark.errors import DeltaSparkError, InvalidArgumentError
 from deltaspark.features.schema import tree_string
 
 log = logging.getLogger("deltaspark")
@@ -203,7 +203,7 @@ def cmd_demo(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
     root = args.path or tempfile.mkdtemp(prefix="deltaspark-demo-")
-    path = build_demo_table(f"{root}/orders")
+    path = build_demo_table(f"{root}/orders", spark)
     print(f"Built a sample Delta table at {path}\n")
     for title, argv in (
         ("describe", ["describe", path]),
@@ -270,6 +270,50 @@ def cmd_cleanup(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     return 0
 
 
+def _print_commit(result: Any, nothing: str) -> None:
+    if result is None:
+        print(nothing)
+    else:
+        print(f"Committed version {result.version} ({result.commitInfo['operation']})")
+
+
+def cmd_set_properties(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from deltaspark.table import DeltaTable
+
+    pairs = {}
+    for item in args.properties:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InvalidArgumentError(f"Give properties as KEY=VALUE, got {item!r}")
+        pairs[key.strip()] = value.strip()
+    _print_commit(DeltaTable.forPath(spark, args.path).setProperties(pairs), "Nothing committed")
+    return 0
+
+
+def cmd_unset_properties(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from deltaspark.table import DeltaTable
+
+    result = DeltaTable.forPath(spark, args.path).unsetProperties(args.keys, ifExists=args.if_exists)
+    _print_commit(result, "None of those properties is set; nothing committed")
+    return 0
+
+
+def cmd_add_feature(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from deltaspark.table import DeltaTable
+
+    result = DeltaTable.forPath(spark, args.path).addFeatureSupport(args.feature)
+    _print_commit(result, f"The table already supports {args.feature}; nothing committed")
+    return 0
+
+
+def cmd_upgrade_protocol(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from deltaspark.table import DeltaTable
+
+    result = DeltaTable.forPath(spark, args.path).upgradeTableProtocol(args.reader, args.writer)
+    _print_commit(result, "The table is already at that protocol; nothing committed")
+    return 0
+
+
 def _add_version_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--version", type=int, help="read the table at this version")
@@ -333,6 +377,28 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     cleanup.add_argument("--json", action="store_true")
     cleanup.set_defaults(func=cmd_cleanup)
+
+    props = commands.add_parser("set-properties", help="set table properties (adds the features they need)")
+    props.add_argument("path")
+    props.add_argument("properties", nargs="+", metavar="KEY=VALUE")
+    props.set_defaults(func=cmd_set_properties)
+
+    unset = commands.add_parser("unset-properties", help="remove table properties")
+    unset.add_argument("path")
+    unset.add_argument("keys", nargs="+", metavar="KEY")
+    unset.add_argument("--if-exists", action="store_true", help="ignore properties that are not set")
+    unset.set_defaults(func=cmd_unset_properties)
+
+    feature = commands.add_parser("add-feature", help="add a table feature to the protocol")
+    feature.add_argument("path")
+    feature.add_argument("feature", help="e.g. deletionVectors, v2Checkpoint, domainMetadata")
+    feature.set_defaults(func=cmd_add_feature)
+
+    upgrade = commands.add_parser("upgrade-protocol", help="raise the protocol's reader/writer versions")
+    upgrade.add_argument("path")
+    upgrade.add_argument("reader", type=int)
+    upgrade.add_argument("writer", type=int)
+    upgrade.set_defaults(func=cmd_upgrade_protocol)
 
     demo = commands.add_parser("demo", help="build a sample table and run the other commands on it")
     demo.add_argument("--path", help="folder to build the sample table in (default: a new temp folder)")

@@ -154,3 +154,83 @@ class UnsupportedFileSystemError(StorageError):
 
 class WorkerEnvironmentError(DeltaSparkError):
     """Spark's Python workers cannot run deltaspark's executor code (a module is missing there)."""
+
+
+# ---- commits ------------------------------------------------------------------------------------
+
+
+class CommitError(DeltaSparkError):
+    """A commit could not be made; nothing of it is visible in `_delta_log`."""
+
+
+class UnsafeCommitStoreError(CommitError):
+    """The file system cannot create a log entry only if it is absent (put-if-absent), so concurrent
+    writers could overwrite each other's commits; deltaspark refuses to commit rather than risk it."""
+
+
+class CommitOutcomeUnknownError(CommitError):
+    """Writing the commit file failed in a way that leaves open whether it landed (e.g. an object
+    store's request failed after the upload); `version` names the commit to check."""
+
+    def __init__(self, path: str, version: int, reason: str) -> None:
+        self.path, self.version = path, version
+        super().__init__(
+            f"Commit of version {version} to {path} failed and may or may not have landed: {reason}. "
+            f"Read the table again before retrying: if version {version} holds this transaction's "
+            "commitInfo (its txnId), it landed"
+        )
+
+
+class ConcurrentModificationError(CommitError):
+    """A concurrent commit conflicts with this transaction (delta-spark's ConcurrentModificationException);
+    `version` is the winning commit that conflicts. Re-read the table and retry the operation."""
+
+    def __init__(self, message: str, version: int) -> None:
+        self.version = version
+        super().__init__(f"{message} (conflicting commit: version {version}). Re-read the table and retry")
+
+
+class ProtocolChangedError(ConcurrentModificationError):
+    """A concurrent commit changed the table's protocol."""
+
+
+class MetadataChangedError(ConcurrentModificationError):
+    """A concurrent commit changed the table's metadata (schema, partitioning, properties)."""
+
+
+class ConcurrentAppendError(ConcurrentModificationError):
+    """A concurrent commit added files that this transaction's reads would have seen."""
+
+
+class ConcurrentDeleteReadError(ConcurrentModificationError):
+    """A concurrent commit removed a file this transaction read."""
+
+
+class ConcurrentDeleteDeleteError(ConcurrentModificationError):
+    """A concurrent commit removed a file this transaction also removes."""
+
+
+class ConcurrentTransactionError(ConcurrentModificationError):
+    """A concurrent commit updated an application transaction (`txn` appId) or a metadata domain this
+    transaction read or writes."""
+
+
+class TooManyCommitAttemptsError(CommitError):
+    """Every retry lost the race for the next version to another writer."""
+
+
+class TableAlreadyExistsError(DeltaSparkError):
+    """`create` found a Delta table (a log with commits) at the location."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"A Delta table already exists at {path}")
+
+
+class InvariantViolationError(DeltaSparkError):
+    """Rows being written violate a CHECK constraint, a column invariant, a NOT NULL column or a
+    generated column's expression; nothing was committed."""
+
+
+class AppendOnlyTableError(DeltaSparkError):
+    """The table is append-only (`delta.appendOnly`): files may be added, never removed."""

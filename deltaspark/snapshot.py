@@ -257,7 +257,7 @@ class Snapshot:
         files = self._all_files()
         if filter is None:
             return files
-        return files.where(self._file_filter().keep(from_filter(filter)))
+        return files.where(self.fileFilter(filter))
 
     def _file_filter(self) -> FileFilter:
         schema = drop_void_fields(self.schema)
@@ -305,6 +305,26 @@ class Snapshot:
             ),
             parsed.alias("stats_parsed"),
         )
+
+    def parsedAdds(self, actions: DataFrame) -> DataFrame:
+        """`add` actions from outside this snapshot (e.g. a concurrent commit's) in the shape of
+        `files()` rows, parsed with this snapshot's schema, so that `fileFilter` applies to them."""
+        physical_stats, logical_stats = self._stats_schemas
+        fields = partition_fields(drop_void_fields(self.schema), self.metadata.partitionColumns)
+        adds = actions.where(F.col("add").isNotNull())
+        source = ValueSource(F.col("file"), F.col("add.path"))
+        return adds.select(
+            "add.*",
+            typed_partition_values(
+                F.col("add.partitionValues"), fields, self.columnMappingMode, source
+            ).alias("partitionValues_parsed"),
+            parse_stats_json(F.col("add.stats"), physical_stats, logical_stats).alias("stats_parsed"),
+        )
+
+    def fileFilter(self, filter: Any) -> Column:  # noqa: A002
+        """The keep-this-file Column of `files(filter)`: false only for files (rows shaped like
+        `files()`) that certainly hold no row matching `filter`."""
+        return self._file_filter().keep(from_filter(filter))
 
     def _log_file_of(self, version: Column) -> Column:
         """The log file an action of a reconciled row came from, for error messages: the commit

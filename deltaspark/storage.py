@@ -135,6 +135,18 @@ class HadoopStorage(Storage):
         # The session's Hadoop conf includes `spark.hadoop.*` settings made on this session.
         self._conf = spark._jsparkSession.sessionState().newHadoopConf()  # type: ignore[attr-defined]
 
+    @property
+    def jvm(self) -> Any:
+        return self._jvm
+
+    @property
+    def hadoop_conf(self) -> Any:
+        return self._conf
+
+    def filesystem(self, path: str) -> tuple[Any, Any]:
+        """The Hadoop FileSystem (raw on local disks) and Path of `path`, for the commit path."""
+        return self._fs_and_path(path)
+
     def _fs_and_path(self, path: str):  # noqa: ANN202 - py4j objects
         jpath = self._jvm.org.apache.hadoop.fs.Path(path)
         fs = jpath.getFileSystem(self._conf)

@@ -12,8 +12,9 @@ import logging
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import DataType, StructField, StructType
 
-from deltaspark.errors import InvalidArgumentError, TableNotFoundError
+from deltaspark.errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
 from deltaspark.log.commit_timestamps import first_version_at_or_after, to_epoch_ms, version_at_timestamp
 from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.history import history_frame
@@ -24,15 +25,27 @@ from deltaspark.maintenance.checkpoint_writer import (
     write_checkpoint,
 )
 from deltaspark.maintenance.log_cleanup import LogCleanupResult, cleanup_log
+from deltaspark.maintenance.post_commit import checkpoint_if_due
+from deltaspark.operations import table_changes
+from deltaspark.operations.restore import restore
+from deltaspark.operations.write import write as write_rows
 from deltaspark.read.change_data_feed import read_changes
 from deltaspark.read.table_detail import detail_frame
 from deltaspark.snapshot import USE_COMPACTIONS_CONF, Snapshot, load_version
 from deltaspark.spark_errors import eager
 from deltaspark.storage import Storage, storage_for
+from deltaspark.transaction.transaction import CommitResult
 
 log = logging.getLogger(__name__)
 
-__all__ = ["USE_COMPACTIONS_CONF", "DeltaTable", "TimestampLike"]
+__all__ = [
+    "USE_COMPACTIONS_CONF",
+    "CommitResult",
+    "DeltaTable",
+    "DeltaTableBuilder",
+    "TimestampLike",
+    "write",
+]
 
 TimestampLike = str | dt.datetime | dt.date | int
 
@@ -170,3 +183,229 @@ class DeltaTable:
         """Metadata cleanup: delete log files older than `delta.logRetentionDuration` that no retained
         version needs; with `dryRun` (the default) only list them."""
         return cleanup_log(self._storage, self._path, dryRun)
+
+    # ---- changing the table: every change is one commit through `deltaspark.transaction` ---------
+    @classmethod
+    def create(cls, spark: SparkSession) -> DeltaTableBuilder:
+        """A builder that creates a new table (fails if one exists), as in delta-spark."""
+        return DeltaTableBuilder(spark, "create")
+
+    @classmethod
+    def createIfNotExists(cls, spark: SparkSession) -> DeltaTableBuilder:
+        return DeltaTableBuilder(spark, "createIfNotExists")
+
+    @classmethod
+    def createOrReplace(cls, spark: SparkSession) -> DeltaTableBuilder:
+        return DeltaTableBuilder(spark, "createOrReplace")
+
+    @classmethod
+    def replace(cls, spark: SparkSession) -> DeltaTableBuilder:
+        return DeltaTableBuilder(spark, "replace")
+
+    def _latest_or_none(self) -> Snapshot | None:
+        try:
+            return self.snapshot()
+        except (TableNotFoundError, VersionNotFoundError) as exc:
+            if isinstance(exc, VersionNotFoundError) and exc.latest is not None:
+                raise
+            return None
+
+    def _after_commit(self, result: CommitResult | None) -> CommitResult | None:
+        if result is not None:
+            interval = self.snapshot(version=result.version).configuration.get("delta.checkpointInterval")
+            checkpoint_if_due(self._spark, self._storage, self._path, result.version, interval)
+        return result
+
+    @eager
+    def setProperties(self, properties: dict[str, str]) -> CommitResult:
+        """Set table properties (ALTER TABLE SET TBLPROPERTIES); features they need are added."""
+        result = table_changes.set_properties(
+            self._spark, self._storage, self._path, self.snapshot(), properties
+        )
+        self._after_commit(result)
+        return result
+
+    @eager
+    def unsetProperties(self, keys: list[str], ifExists: bool = False) -> CommitResult | None:
+        """Remove table properties (ALTER TABLE UNSET TBLPROPERTIES [IF EXISTS])."""
+        snapshot = self.snapshot()
+        return self._after_commit(
+            table_changes.unset_properties(
+                self._spark, self._storage, self._path, snapshot, list(keys), ifExists
+            )
+        )
+
+    @eager
+    def addFeatureSupport(self, featureName: str) -> CommitResult | None:
+        """Add a table feature to the protocol (None when it is already supported)."""
+        return self._after_commit(
+            table_changes.add_feature_support(
+                self._spark, self._storage, self._path, self.snapshot(), featureName
+            )
+        )
+
+    @eager
+    def upgradeTableProtocol(self, readerVersion: int, writerVersion: int) -> CommitResult | None:
+        """Raise the protocol versions, as delta-spark's `upgradeTableProtocol` (never lowers them)."""
+        return self._after_commit(
+            table_changes.upgrade_protocol(
+                self._spark, self._storage, self._path, self.snapshot(), readerVersion, writerVersion
+            )
+        )
+
+    @eager
+    def restoreToVersion(self, version: int) -> DataFrame:
+        """Restore the table to an earlier version as a new commit (RESTORE); returns delta-spark's
+        one-row metrics DataFrame."""
+        listing = self._listing()
+        latest = self._load(None, listing)
+        target = self._load(version, listing)
+        return self._restore(latest, target, {"version": version})
+
+    @eager
+    def restoreToTimestamp(self, timestamp: TimestampLike) -> DataFrame:
+        """Restore the table to the version as of `timestamp` (see `snapshot(timestamp=...)`)."""
+        target = self.snapshot(timestamp=timestamp)
+        latest = self.snapshot()
+        return self._restore(latest, target, {"timestamp": str(timestamp)})
+
+    def _restore(self, latest: Snapshot, target: Snapshot, parameters: dict[str, Any]) -> DataFrame:
+        result = restore(self._spark, self._storage, self._path, latest, target, parameters)
+        self._after_commit(result)
+        m = result.metrics
+        names = (
+            "tableSizeAfterRestore",
+            "numOfFilesAfterRestore",
+            "numRemovedFiles",
+            "numRestoredFiles",
+            "removedFilesSize",
+            "restoredFilesSize",
+        )
+        columns = ", ".join(f"{_snake(n)} long" for n in names)
+        return self._spark.createDataFrame([tuple(int(m[n]) for n in names)], columns)
+
+
+def _snake(name: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in name)
+
+
+class DeltaTableBuilder:
+    """Builds a table definition and commits it: `DeltaTable.create(spark).location(p).addColumn(...)
+    .partitionedBy(...).property(k, v).execute()`, named as delta-spark's builder."""
+
+    def __init__(self, spark: SparkSession, mode: str) -> None:
+        self._spark = spark
+        self._mode = mode
+        self._path: str | None = None
+        self._fields: list[StructField] = []
+        self._partitions: list[str] = []
+        self._properties: dict[str, str] = {}
+        self._comment: str | None = None
+
+    def tableName(self, identifier: str) -> DeltaTableBuilder:
+        raise InvalidArgumentError(
+            "deltaspark does not register tables in a catalog; give the table's location() instead "
+            f"of {identifier!r}"
+        )
+
+    def location(self, path: str) -> DeltaTableBuilder:
+        self._path = path
+        return self
+
+    def comment(self, comment: str) -> DeltaTableBuilder:
+        self._comment = comment
+        return self
+
+    def addColumn(
+        self,
+        colName: str,
+        dataType: str | DataType,
+        nullable: bool = True,
+        generatedAlwaysAs: str | None = None,
+        comment: str | None = None,
+    ) -> DeltaTableBuilder:
+        if isinstance(dataType, str):
+            parsed = StructType.fromDDL(f"`{colName}` {dataType}") if hasattr(StructType, "fromDDL") else None
+            data_type = (
+                parsed.fields[0].dataType if parsed is not None else _parse_type(self._spark, dataType)
+            )
+        else:
+            data_type = dataType
+        metadata: dict[str, Any] = {}
+        if generatedAlwaysAs:
+            metadata["delta.generationExpression"] = generatedAlwaysAs
+        if comment:
+            metadata["comment"] = comment
+        self._fields.append(StructField(colName, data_type, nullable, metadata))
+        return self
+
+    def addColumns(self, cols: StructType | list[StructField]) -> DeltaTableBuilder:
+        self._fields.extend(cols.fields if isinstance(cols, StructType) else cols)
+        return self
+
+    def partitionedBy(self, *colNames: str) -> DeltaTableBuilder:
+        names = colNames[0] if len(colNames) == 1 and isinstance(colNames[0], (list, tuple)) else colNames
+        self._partitions = list(names)
+        return self
+
+    def property(self, key: str, value: str) -> DeltaTableBuilder:
+        self._properties[key] = str(value)
+        return self
+
+    @eager
+    def execute(self) -> DeltaTable:
+        if self._path is None:
+            raise InvalidArgumentError("Give the table's location() before execute()")
+        table = DeltaTable(self._spark, self._path)
+        result = table_changes.create_table(
+            self._spark,
+            table._storage,
+            table._path,
+            table._latest_or_none(),
+            self._mode,
+            StructType(self._fields),
+            self._partitions,
+            self._properties,
+            self._comment,
+        )
+        table._after_commit(result)
+        return table
+
+
+def _parse_type(spark: SparkSession, ddl: str) -> DataType:
+    return spark.createDataFrame([], f"x {ddl}").schema.fields[0].dataType
+
+
+@eager
+def write(
+    df: DataFrame,
+    path: str,
+    mode: str = "append",
+    partitionBy: list[str] | None = None,
+    replaceWhere: str | None = None,
+    txnAppId: str | None = None,
+    txnVersion: int | None = None,
+    userMetadata: str | None = None,
+    properties: dict[str, str] | None = None,
+) -> CommitResult | None:
+    """Write a DataFrame to the Delta table at `path` (created if absent): `mode` is append,
+    overwrite (with `replaceWhere` over partition columns: replace only those partitions),
+    error/errorifexists or ignore. `txnAppId`/`txnVersion` make the write idempotent. Returns the
+    commit, or None when nothing was committed."""
+    spark = df.sparkSession
+    table = DeltaTable(spark, path)
+    result = write_rows(
+        spark,
+        table._storage,
+        table._path,
+        table._latest_or_none(),
+        df,
+        mode,
+        partitionBy,
+        replaceWhere,
+        txnAppId,
+        txnVersion,
+        userMetadata,
+        properties,
+    )
+    return table._after_commit(result)

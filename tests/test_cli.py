@@ -92,8 +92,9 @@ def test_version_and_help_name_everything(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     out = capsys.readouterr().out
-    for command in ("describe", "files", "history", "checkpoint", "cleanup", "demo"):
-        assert f"\n    {command} " in out, command
+    commands = ("describe", "files", "history", "checkpoint", "cleanup", "set-properties")
+    for command in (*commands, "unset-properties", "add-feature", "upgrade-protocol", "demo"):
+        assert re.search(rf"\n    {command}\s", out), command
     assert "--version" in out
 
 
@@ -128,3 +129,24 @@ def test_checkpoint_rerun_says_it_was_already_there(spark, small_table, capsys):
     again = capsys.readouterr().out
     assert "Wrote" not in again and "already there" in again
     assert "00000000000000000002.checkpoint.parquet  (already there, kept)" in again
+
+
+def test_table_changes_from_the_command_line(spark, small_table, capsys):
+    path = small_table.path
+    assert main(["set-properties", path, "delta.enableChangeDataFeed=true", "delta.appendOnly=false"]) == 0
+    assert "Committed version 3 (SET TBLPROPERTIES)" in capsys.readouterr().out
+    assert main(["unset-properties", path, "delta.appendOnly"]) == 0
+    assert "Committed version 4 (UNSET TBLPROPERTIES)" in capsys.readouterr().out
+    assert main(["unset-properties", path, "delta.nothing", "--if-exists"]) == 0
+    assert "nothing committed" in capsys.readouterr().out
+    assert main(["add-feature", path, "v2Checkpoint"]) == 0
+    assert "Committed version 5 (UPGRADE PROTOCOL)" in capsys.readouterr().out
+    assert main(["add-feature", path, "v2Checkpoint"]) == 0
+    assert "already supports" in capsys.readouterr().out
+    assert main(["set-properties", path, "novalue"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err
+    assert main(["upgrade-protocol", path, "1", "2"]) == 2
+    assert "downgrade" in capsys.readouterr().err
+    assert main(["describe", path, "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["version"] == 5 and "changeDataFeed" in facts["tableFeatures"]

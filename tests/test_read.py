@@ -356,17 +356,26 @@ def test_partition_values_come_from_the_log_not_directories(spark, log):
 
 
 @pytest.mark.connect
+def test_detail_on_any_session(spark, log):
+    table_metadata = metadata(partition_columns=["part"])
+    table_metadata["metaData"]["name"] = "orders"
+    log.commit(0, protocol(), table_metadata)
+    detail = DeltaTable.forPath(spark, log.path).detail().first().asDict()
+    assert detail["name"] == "orders" and detail["numFiles"] == 0 and detail["version"] == 0
+    assert detail["partitionColumns"] == ["part"]
+
+
 def test_detail_describes_the_table(spark, tmp_path):
     from deltaspark.demo import build_demo_table
 
     table = DeltaTable.forPath(spark, build_demo_table(tmp_path / "orders"))
     detail = table.detail().first().asDict()
-    assert detail["format"] == "delta" and detail["name"] == "orders"
+    assert detail["format"] == "delta" and detail["name"] is None
     assert detail["location"].endswith("/orders") and detail["partitionColumns"] == ["region"]
     assert (detail["numFiles"], detail["version"]) == (5, 3)
     assert detail["sizeInBytes"] == table.snapshot().files().agg({"size": "sum"}).first()[0]
     assert detail["properties"]["delta.enableChangeDataFeed"] == "true"
-    assert (detail["minReaderVersion"], detail["minWriterVersion"]) == (1, 4)
+    assert (detail["minReaderVersion"], detail["minWriterVersion"]) == (1, 7)
     assert "changeDataFeed" in detail["tableFeatures"] and detail["createdAt"] <= detail["lastModified"]
     assert table.detail().columns[:5] == ["format", "id", "name", "description", "location"]
 

@@ -7,7 +7,7 @@ when the protocol supports the `columnMapping` feature (reader version 2, or the
 
 from __future__ import annotations
 
-from pyspark.sql.types import DataType, StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from deltaspark.features.metadata import Metadata
 from deltaspark.features.protocol import Protocol
@@ -42,3 +42,42 @@ def physical_schema(schema: StructType, mode: str) -> StructType:
     result = physical_type(schema, mode)
     assert isinstance(result, StructType)
     return result
+
+
+MAX_ID_KEY = "delta.columnMapping.maxColumnId"
+
+
+def assign_column_mapping(
+    schema: StructType, mode: str, max_id: int, keep_names: bool
+) -> tuple[StructType, int]:
+    """Give every field (at any depth) without one a column id and a physical name, as a writer
+    enabling column mapping must; returns the schema and the new `maxColumnId`. New tables get
+    `col-<uuid>` physical names; enabling `name` mode on an existing table keeps the current
+    names as physical names (`keep_names`), so no data file needs rewriting."""
+    import uuid
+
+    counter = [max_id]
+
+    def visit(data_type: DataType) -> DataType:
+        if isinstance(data_type, StructType):
+            fields = []
+            for f in data_type.fields:
+                metadata = dict(f.metadata)
+                if ID_KEY not in metadata:
+                    counter[0] += 1
+                    metadata[ID_KEY] = counter[0]
+                if PHYSICAL_NAME_KEY not in metadata:
+                    metadata[PHYSICAL_NAME_KEY] = f.name if keep_names else f"col-{uuid.uuid4()}"
+                fields.append(StructField(f.name, visit(f.dataType), f.nullable, metadata))
+            return StructType(fields)
+        if isinstance(data_type, ArrayType):
+            return ArrayType(visit(data_type.elementType), data_type.containsNull)
+        if isinstance(data_type, MapType):
+            return MapType(visit(data_type.keyType), visit(data_type.valueType), data_type.valueContainsNull)
+        return data_type
+
+    if mode not in ("name", "id"):
+        return schema, max_id
+    result = visit(schema)
+    assert isinstance(result, StructType)
+    return result, counter[0]

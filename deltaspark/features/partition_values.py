@@ -13,8 +13,18 @@ from __future__ import annotations
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    DateType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
+from deltaspark.errors import UnsupportedFeatureError
 from deltaspark.features.column_mapping import physical_name
 from deltaspark.spark_compat import try_cast
 from deltaspark.spark_errors import CORRUPT_LOG, own_error
@@ -75,3 +85,22 @@ def typed_partition_values(
 
 def partition_struct_type(fields: list[StructField]) -> StructType:
     return StructType([StructField(f.name, f.dataType, True) for f in fields])
+
+
+def serialize_partition_value(value: Column, data_type: DataType) -> Column:
+    """A typed value as the protocol's "Partition Value Serialization" writes it (null stays null):
+    timestamps as ISO 8601 in UTC with microseconds, timestamp_ntz without a zone, dates as
+    `yyyy-MM-dd`, numbers and booleans as Spark (Java) prints them."""
+    if isinstance(data_type, TimestampType):
+        text = F.date_format(
+            F.to_utc_timestamp(value, F.expr("current_timezone()")), "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"
+        )
+    elif isinstance(data_type, TimestampNTZType):
+        text = F.date_format(value, "yyyy-MM-dd HH:mm:ss.SSSSSS")
+    elif isinstance(data_type, DateType):
+        text = F.date_format(value, "yyyy-MM-dd")
+    elif isinstance(data_type, BinaryType):
+        raise UnsupportedFeatureError("deltaspark does not write tables partitioned by a binary column")
+    else:
+        text = value.cast(StringType())
+    return F.when(value.isNull(), F.lit(None).cast(StringType())).otherwise(text)

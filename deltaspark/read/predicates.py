@@ -443,3 +443,33 @@ def from_filter(condition: Any) -> Any:
         return _from_catalyst(jc.expr())  # classic Column, Spark 3.5: a Catalyst expression
     except Exception:  # an unfamiliar tree: prune nothing, the row filter still applies
         return Opaque(repr(condition))
+
+
+def references(node: Any) -> set[str] | None:
+    """The top-level column names a predicate tree uses; None when part of it was not understood
+    (an `Opaque` node), so callers that need certainty can refuse it."""
+    if isinstance(node, Ref):
+        return {node.parts[0]}
+    if isinstance(node, Lit):
+        return set()
+    if isinstance(node, Opaque):
+        return None
+    if isinstance(node, Cmp):
+        children = [node.left, node.right]
+    elif isinstance(node, In):
+        children = [node.expr, *node.values]
+    elif isinstance(node, IsNull):
+        children = [node.expr]
+    elif isinstance(node, (And, Or)):
+        children = [node.left, node.right]
+    elif isinstance(node, Not):
+        children = [node.child]
+    else:
+        return None
+    found: set[str] = set()
+    for child in children:
+        names = references(child)
+        if names is None:
+            return None
+        found |= names
+    return found

@@ -1,0 +1,239 @@
+"""Creating tables and changing their metadata and protocol, each as one commit.
+
+`create_table` backs `DeltaTable.create / createIfNotExists / createOrReplace / replace`;
+`set_properties`, `unset_properties`, `add_feature_support` and `upgrade_protocol` back the
+methods of the same names. Features a property needs are added to the protocol in the same
+commit (`features.enablement`), as delta-spark does; the protocol is never downgraded.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
+
+from deltaspark.errors import (
+    InvalidArgumentError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+)
+from deltaspark.features.column_mapping import MAX_ID_KEY, MODE_KEY, assign_column_mapping
+from deltaspark.features.enablement import (
+    LEGACY_WRITER,
+    features_for_properties,
+    features_for_schema,
+    required_protocol,
+    stored_configuration,
+)
+from deltaspark.features.metadata import Metadata
+from deltaspark.features.protocol import Protocol
+from deltaspark.operations.write import new_table_metadata, removes_of
+from deltaspark.snapshot import Snapshot
+from deltaspark.storage import Storage
+from deltaspark.transaction.transaction import CommitResult, Transaction
+
+log = logging.getLogger(__name__)
+
+CREATE_MODES = ("create", "createIfNotExists", "createOrReplace", "replace")
+
+
+def _with_column_mapping(
+    schema: StructType, configuration: dict[str, str], max_id: int, keep_names: bool
+) -> tuple[StructType, dict[str, str]]:
+    mode = (configuration.get(MODE_KEY) or "none").lower()
+    if mode not in ("none", "name", "id"):
+        raise InvalidArgumentError(
+            f"{MODE_KEY} must be none, name or id, got {configuration.get(MODE_KEY)!r}"
+        )
+    if mode == "none":
+        return schema, configuration
+    schema, new_max = assign_column_mapping(schema, mode, max_id, keep_names)
+    return schema, {**configuration, MAX_ID_KEY: str(new_max)}
+
+
+def create_table(
+    spark: SparkSession,
+    storage: Storage,
+    table_path: str,
+    snapshot: Snapshot | None,
+    mode: str,
+    schema: StructType,
+    partition_by: list[str],
+    properties: dict[str, str],
+    comment: str | None,
+) -> CommitResult | None:
+    """Create (or replace) the table; None when `createIfNotExists` found one."""
+    if mode not in CREATE_MODES:
+        raise InvalidArgumentError(f"mode must be one of {', '.join(CREATE_MODES)}")
+    if snapshot is not None and mode == "create":
+        raise TableAlreadyExistsError(table_path)
+    if snapshot is not None and mode == "createIfNotExists":
+        return None
+    if snapshot is None and mode == "replace":
+        raise TableNotFoundError(table_path, "replace needs an existing table; use createOrReplace")
+    if not schema.fields:
+        raise InvalidArgumentError("A table needs at least one column")
+    names = [f.name.lower() for f in schema.fields]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InvalidArgumentError(f"Duplicate column name(s) (case-insensitive): {', '.join(duplicates)}")
+    unknown = [c for c in partition_by if c.lower() not in names]
+    if unknown:
+        raise InvalidArgumentError(f"Partition column(s) {', '.join(unknown)} are not columns of the table")
+    schema, configuration = _with_column_mapping(schema, dict(properties), 0, keep_names=False)
+    features = features_for_properties(configuration) | features_for_schema(schema)
+    current = snapshot.protocol if snapshot is not None else None
+    protocol = required_protocol(current, features)
+    configuration = stored_configuration(configuration)
+    metadata = new_table_metadata(schema, partition_by, configuration, description=comment)
+    txn = Transaction(spark, storage, table_path, snapshot)
+    txn.updateProtocol(protocol)
+    txn.updateMetadata(metadata)
+    parameters: dict[str, Any] = {
+        "partitionBy": list(partition_by),
+        "description": comment,
+        "isManaged": "false",
+        "properties": configuration,
+    }
+    operation = "CREATE TABLE"
+    if snapshot is not None:
+        operation = "REPLACE TABLE" if mode == "replace" else "CREATE OR REPLACE TABLE"
+        txn.readWholeTable()
+        txn.removeFiles(removes_of(snapshot.files(), int(time.time() * 1000)))
+    return txn.commit(operation, parameters)
+
+
+def set_properties(
+    spark: SparkSession, storage: Storage, table_path: str, snapshot: Snapshot, properties: dict[str, str]
+) -> CommitResult:
+    """ALTER TABLE SET TBLPROPERTIES: change configuration, adding the features it needs."""
+    if not properties:
+        raise InvalidArgumentError("No properties given")
+    properties = {str(k): str(v) for k, v in properties.items()}
+    metadata = snapshot.metadata
+    configuration = {**metadata.configuration, **properties}
+    old_mode = (metadata.configuration.get(MODE_KEY) or "none").lower()
+    new_mode = (configuration.get(MODE_KEY) or "none").lower()
+    schema = snapshot.schema
+    if new_mode != old_mode:
+        if not (old_mode == "none" and new_mode == "name"):
+            raise UnsupportedFeatureError(
+                f"Cannot change {MODE_KEY} of {table_path} from {old_mode} to {new_mode}: only enabling "
+                "`name` mode on a table without column mapping is possible without rewriting it",
+                ["columnMapping"],
+            )
+        max_id = int(metadata.configuration.get(MAX_ID_KEY, "0"))
+        schema, configuration = _with_column_mapping(schema, configuration, max_id, keep_names=True)
+    protocol = required_protocol(
+        snapshot.protocol, features_for_properties(configuration) | features_for_schema(schema)
+    )
+    txn = Transaction(spark, storage, table_path, snapshot)
+    txn.updateProtocol(protocol)
+    txn.updateMetadata(_replace_metadata(metadata, configuration=configuration, schemaString=schema.json()))
+    return txn.commit("SET TBLPROPERTIES", {"properties": properties}, dataChange=False)
+
+
+def unset_properties(
+    spark: SparkSession,
+    storage: Storage,
+    table_path: str,
+    snapshot: Snapshot,
+    keys: list[str],
+    if_exists: bool,
+) -> CommitResult | None:
+    metadata = snapshot.metadata
+    missing = [k for k in keys if k not in metadata.configuration]
+    if missing and not if_exists:
+        raise InvalidArgumentError(
+            f"{table_path} has no propert{'y' if len(missing) == 1 else 'ies'} {', '.join(missing)}"
+        )
+    if MODE_KEY in keys and (metadata.configuration.get(MODE_KEY) or "none") != "none":
+        raise UnsupportedFeatureError(
+            f"Cannot unset {MODE_KEY} of {table_path}: column mapping cannot be removed", ["columnMapping"]
+        )
+    present = [k for k in keys if k in metadata.configuration]
+    if not present:
+        return None
+    configuration = {k: v for k, v in metadata.configuration.items() if k not in present}
+    txn = Transaction(spark, storage, table_path, snapshot)
+    txn.updateMetadata(_replace_metadata(metadata, configuration=configuration))
+    return txn.commit("UNSET TBLPROPERTIES", {"properties": present, "ifExists": if_exists}, dataChange=False)
+
+
+def add_feature_support(
+    spark: SparkSession, storage: Storage, table_path: str, snapshot: Snapshot, feature: str
+) -> CommitResult | None:
+    protocol = required_protocol(snapshot.protocol, {feature})
+    if protocol == snapshot.protocol:
+        return None
+    return _commit_protocol(spark, storage, table_path, snapshot, protocol)
+
+
+def upgrade_protocol(
+    spark: SparkSession, storage: Storage, table_path: str, snapshot: Snapshot, reader: int, writer: int
+) -> CommitResult | None:
+    """delta-spark's `upgradeTableProtocol`: raise the versions (never lower them)."""
+    current = snapshot.protocol
+    if reader < 1 or writer < 1 or reader > 3 or writer > 7:
+        raise InvalidArgumentError(
+            f"Protocol versions must be reader 1-3 and writer 1-7, got ({reader}, {writer})"
+        )
+    if reader < current.minReaderVersion or writer < current.minWriterVersion:
+        raise InvalidArgumentError(
+            f"Cannot downgrade the protocol of {table_path} from ({current.minReaderVersion}, "
+            f"{current.minWriterVersion}) to ({reader}, {writer})"
+        )
+    if (reader, writer) == (current.minReaderVersion, current.minWriterVersion):
+        return None
+    features = set(current.tableFeatures)
+    if writer < 7:
+        for version, implied in LEGACY_WRITER.items():
+            if writer >= version:
+                features.update(implied)
+        if reader >= 2:
+            features.add("columnMapping")
+        new = Protocol(reader, writer)
+    else:
+        for version, implied in LEGACY_WRITER.items():
+            if current.minWriterVersion >= version:
+                features.update(implied)
+        reader_features = tuple(
+            sorted(
+                f
+                for f in features
+                if f
+                in {
+                    "columnMapping",
+                    "deletionVectors",
+                    "timestampNtz",
+                    "typeWidening",
+                    "v2Checkpoint",
+                    "vacuumProtocolCheck",
+                    "variantType",
+                }
+            )
+        )
+        new = Protocol(reader, 7, reader_features if reader >= 3 else None, tuple(sorted(features)))
+        if reader < 3 and reader_features and not (reader == 2 and reader_features == ("columnMapping",)):
+            raise InvalidArgumentError(
+                f"Features {', '.join(reader_features)} of {table_path} need reader version 3"
+            )
+    return _commit_protocol(spark, storage, table_path, snapshot, new)
+
+
+def _commit_protocol(
+    spark: SparkSession, storage: Storage, table_path: str, snapshot: Snapshot, protocol: Protocol
+) -> CommitResult:
+    txn = Transaction(spark, storage, table_path, snapshot)
+    txn.updateProtocol(protocol)
+    parameters = {"newProtocol": protocol.asDict()}
+    return txn.commit("UPGRADE PROTOCOL", parameters, dataChange=False)
+
+
+def _replace_metadata(metadata: Metadata, **changes: Any) -> Metadata:
+    return replace(metadata, **changes)

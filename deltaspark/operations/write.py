@@ -1,0 +1,453 @@
+"""Writing a DataFrame to a Delta table: append, overwrite, replaceWhere, idempotent writes.
+
+Spark writes the parquet files, in a directory of their own under the table root
+(`<write id>/<partition dirs>/part-*.parquet`): the add paths are then exactly the files of this
+write, found without listing the table and never confused with a concurrent writer's files. The
+files are read back once to compute their statistics and to check NOT NULL columns, CHECK
+constraints, invariants and generated columns (`file_stats`); a violation fails the write before
+anything is committed (the written files stay unreferenced, for VACUUM). The `add` actions stay a
+DataFrame all the way into the commit (`transaction`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ByteType,
+    DataType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from deltaspark.errors import (
+    InvalidArgumentError,
+    InvariantViolationError,
+    TableAlreadyExistsError,
+    UnsupportedWriterFeatureError,
+)
+from deltaspark.features.column_mapping import column_mapping_mode
+from deltaspark.features.enablement import (
+    features_for_properties,
+    features_for_schema,
+    required_protocol,
+    stored_configuration,
+)
+from deltaspark.features.metadata import Metadata
+from deltaspark.features.partition_values import partition_fields, serialize_partition_value
+from deltaspark.features.protocol import Protocol
+from deltaspark.log import action_schemas as schemas
+from deltaspark.operations.file_stats import indexed_leaves, stats_aggregates, stats_json
+from deltaspark.read.predicates import from_filter, references
+from deltaspark.snapshot import Snapshot
+from deltaspark.storage import Storage, join_path
+from deltaspark.transaction.transaction import CommitResult, Transaction
+
+log = logging.getLogger(__name__)
+
+MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
+GENERATION_KEY = "delta.generationExpression"
+INVARIANTS_KEY = "delta.invariants"
+IDENTITY_KEY = "delta.identity.start"
+CONSTRAINT_PREFIX = "delta.constraints."
+_NUMERIC_ORDER = [ByteType, ShortType, IntegerType, LongType]
+
+
+@dataclass(frozen=True)
+class Check:
+    """A rule every written row must satisfy, as a SQL expression over the table's columns."""
+
+    name: str
+    expression: str
+
+
+def _widens(source: DataType, target: DataType) -> bool:
+    """Whether values of `source` fit `target` without loss (safe up-casts only)."""
+    if source == target:
+        return True
+    ints = [t for t in _NUMERIC_ORDER]
+    si = next((i for i, t in enumerate(ints) if isinstance(source, t)), None)
+    ti = next((i for i, t in enumerate(ints) if isinstance(target, t)), None)
+    if si is not None and ti is not None:
+        return si <= ti
+    if si is not None and isinstance(target, (DoubleType, DecimalType)) and si <= 2:
+        return True
+    return isinstance(source, FloatType) and isinstance(target, DoubleType)
+
+
+def checks_of(schema: StructType, configuration: dict[str, str]) -> list[Check]:
+    """NOT NULL columns, CHECK constraints, column invariants and generated columns."""
+    checks = []
+    for field in schema.fields:
+        quoted = f"`{field.name}`"
+        if not field.nullable:
+            checks.append(Check(f"NOT NULL {field.name}", f"{quoted} IS NOT NULL"))
+        invariant = field.metadata.get(INVARIANTS_KEY)
+        if invariant:
+            expression = json.loads(invariant)["expression"]["expression"]
+            checks.append(Check(f"invariant on {field.name}", expression))
+        generated = field.metadata.get(GENERATION_KEY)
+        if generated:
+            checks.append(Check(f"generated column {field.name}", f"{quoted} <=> ({generated})"))
+    for key, expression in sorted(configuration.items()):
+        if key.startswith(CONSTRAINT_PREFIX):
+            checks.append(Check(f"CHECK constraint {key[len(CONSTRAINT_PREFIX) :]}", expression))
+    return checks
+
+
+def conform(df: DataFrame, schema: StructType, table_path: str) -> DataFrame:
+    """The rows in the table's column order and types: missing nullable columns as null, generated
+    columns computed when absent, safe up-casts applied; anything else refused by name."""
+    given = {f.name.lower(): f for f in df.schema.fields}
+    wanted = {f.name.lower() for f in schema.fields}
+    extra = sorted(f.name for f in df.schema.fields if f.name.lower() not in wanted)
+    if extra:
+        raise InvalidArgumentError(
+            f"The DataFrame has column(s) {', '.join(extra)} that {table_path} does not have "
+            "(schema evolution is not supported yet: add the columns to the table first)"
+        )
+    columns: list[Column] = []
+    for field in schema.fields:
+        source = given.get(field.name.lower())
+        if source is None:
+            if field.metadata.get(GENERATION_KEY):
+                continue  # computed below, from the conformed columns
+            if not field.nullable:
+                raise InvalidArgumentError(
+                    f"The DataFrame has no column `{field.name}`, which is NOT NULL in {table_path}"
+                )
+            columns.append(F.lit(None).cast(field.dataType).alias(field.name))
+            continue
+        value = F.col(f"`{source.name}`")
+        if source.dataType != field.dataType:
+            if not _widens(source.dataType, field.dataType) and not _same_shape(
+                source.dataType, field.dataType
+            ):
+                raise InvalidArgumentError(
+                    f"Column `{field.name}` of {table_path} is {field.dataType.simpleString()}; the "
+                    f"DataFrame has {source.dataType.simpleString()}, which does not convert without loss"
+                )
+            value = value.cast(field.dataType)
+        columns.append(value.alias(field.name))
+    generated_missing = [
+        f for f in schema.fields if f.name.lower() not in given and f.metadata.get(GENERATION_KEY)
+    ]
+    if generated_missing:
+        # Generated expressions refer to other columns by name: compute them on the conformed rows.
+        base = df.select(*columns)
+        return base.select(
+            *[
+                F.expr(f.metadata[GENERATION_KEY]).cast(f.dataType).alias(f.name)
+                if f in generated_missing
+                else F.col(f"`{f.name}`")
+                for f in schema.fields
+            ]
+        )
+    return df.select(*columns)
+
+
+def _same_shape(source: DataType, target: DataType) -> bool:
+    """Nested types equal up to nullability and metadata (a struct from a literal, say)."""
+    return json.dumps(_strip(source.jsonValue())) == json.dumps(_strip(target.jsonValue()))
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: _strip(v)
+            for k, v in value.items()
+            if k not in ("nullable", "metadata", "containsNull", "valueContainsNull")
+        }
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def check_writable_rows(protocol: Protocol, metadata: Metadata, table_path: str) -> None:
+    """Refuse data writes that deltaspark's writer cannot make correctly yet, naming the feature."""
+    schema = metadata.schema(table_path)
+    reasons = []
+    if column_mapping_mode(protocol, metadata) != "none":
+        reasons.append("`columnMapping`: data files must use physical column names and field ids")
+    if any(IDENTITY_KEY in f.metadata for f in schema.fields):
+        reasons.append("`identityColumns`: identity values and their high-water marks are not generated")
+    if protocol.hasFeature("materializePartitionColumns"):
+        reasons.append("`materializePartitionColumns`: partition columns are not written into data files")
+    if protocol.hasFeature("icebergCompatV1") or protocol.hasFeature("icebergCompatV2"):
+        reasons.append("`icebergCompatV1/V2`: the Iceberg metadata UniForm keeps is not written")
+    if reasons:
+        raise UnsupportedWriterFeatureError(
+            f"Cannot write rows to {table_path} yet: " + "; ".join(reasons),
+            [r.split("`")[1] for r in reasons],
+        )
+
+
+def write_data_files(
+    spark: SparkSession,
+    table_root: str,
+    schema: StructType,
+    partition_columns: list[str],
+    configuration: dict[str, str],
+    df: DataFrame,
+    extra_checks: list[Check] = (),  # type: ignore[assignment]
+) -> tuple[DataFrame, DataFrame]:
+    """Write `df` (already conformed) as parquet files under the table root; return their `add`
+    actions (`add`, `num_records`) as a DataFrame, after checking every rule in `checks_of`, and
+    the cached per-file rows behind it (for the caller to unpersist)."""
+    fields = partition_fields(schema, partition_columns)
+    partition_names = [f.name for f in fields]
+    data_fields = [f for f in schema.fields if f.name not in partition_names]
+    write_id = f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
+    out = join_path(table_root, write_id)
+    staged = df.select(
+        *[F.col(f"`{f.name}`") for f in data_fields],
+        *[serialize_partition_value(F.col(f"`{f.name}`"), f.dataType).alias(f.name) for f in fields],
+    )
+    writer = staged.write.mode("errorifexists").option(
+        "mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"
+    )
+    if partition_names:
+        writer = writer.partitionBy(*partition_names)
+    log.info("Writing data files to %s", out)
+    writer.parquet(out)
+
+    # Read the files back once: statistics per file, and every rule the rows must satisfy.
+    read_schema = StructType(
+        [StructField(f.name, f.dataType, True) for f in data_fields]
+        + [StructField(f.name, StringType(), True) for f in fields]
+    )
+    written = spark.read.schema(read_schema).option("basePath", out).parquet(out)
+    typed = written.select(
+        *[F.col(f"`{f.name}`") for f in data_fields],
+        *[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in fields],
+        *[F.col(f"`{f.name}`").alias(f"__pv_{i}") for i, f in enumerate(fields)],
+        F.col("_metadata.file_path").alias("__file"),
+        F.col("_metadata.file_size").alias("__size"),
+        F.unix_millis(F.col("_metadata.file_modification_time")).alias("__mtime"),
+    )
+    leaves = indexed_leaves(StructType(data_fields), configuration)
+    aggs, meaning = stats_aggregates(leaves)
+    checks = checks_of(schema, configuration) + list(extra_checks)
+    violations = [
+        F.sum(F.when(F.coalesce(F.expr(c.expression), F.lit(False)), 0).otherwise(1)).alias(f"__bad{i}")
+        for i, c in enumerate(checks)
+    ]
+    per_file = typed.groupBy("__file", "__size", "__mtime").agg(
+        F.count(F.lit(1)).alias("num_records"),
+        *[F.first(f"__pv_{i}").alias(f"__pv_{i}") for i in range(len(fields))],
+        *aggs,
+        *violations,
+    )
+    per_file = per_file.persist()
+    if checks:
+        totals = per_file.agg(*[F.sum(f"__bad{i}").alias(f"b{i}") for i in range(len(checks))]).first()
+        broken = [(c, int(totals[i] or 0)) for i, c in enumerate(checks) if totals[i]]
+        if broken:
+            per_file.unpersist()
+            detail = "; ".join(f"{c.name} ({c.expression}): {n} row(s)" for c, n in broken)
+            raise InvariantViolationError(
+                f"Rows written to {table_root} violate {detail}; nothing was committed"
+            )
+    relative = F.concat(F.lit(write_id + "/"), F.regexp_extract("__file", "/" + write_id + "/(.*)$", 1))
+    partition_values = (
+        F.create_map(*[x for i, f in enumerate(fields) for x in (F.lit(f.name), F.col(f"__pv_{i}"))])
+        if fields
+        else F.create_map().cast(schemas.STRING_MAP)
+    )
+    add = F.struct(
+        relative.alias("path"),
+        partition_values.alias("partitionValues"),
+        F.col("__size").cast("long").alias("size"),
+        F.col("__mtime").cast("long").alias("modificationTime"),
+        F.lit(True).alias("dataChange"),
+        stats_json(leaves, meaning).alias("stats"),
+    )
+    return per_file.select(add.alias("add"), "num_records"), per_file
+
+
+def removes_of(files: DataFrame, now_ms: int) -> DataFrame:
+    """`remove` actions for `files()` rows, carrying what the protocol asks (extended metadata,
+    the DV and row-tracking fields, so that CDF and row ids stay derivable)."""
+    return files.select(
+        F.struct(
+            F.col("path"),
+            F.lit(now_ms).cast("long").alias("deletionTimestamp"),
+            F.lit(True).alias("dataChange"),
+            F.lit(True).alias("extendedFileMetadata"),
+            F.col("partitionValues"),
+            F.col("size"),
+            F.col("stats"),
+            F.col("tags"),
+            F.col("deletionVector"),
+            F.col("baseRowId"),
+            F.col("defaultRowCommitVersion"),
+        ).alias("remove")
+    )
+
+
+def new_table_metadata(
+    schema: StructType,
+    partition_by: list[str],
+    configuration: dict[str, str],
+    name: str | None = None,
+    description: str | None = None,
+) -> Metadata:
+    return Metadata(
+        id=str(uuid.uuid4()),
+        name=name,
+        description=description,
+        formatProvider="parquet",
+        formatOptions={},
+        schemaString=schema.json(),
+        partitionColumns=tuple(partition_by),
+        createdTime=int(time.time() * 1000),
+        configuration=dict(configuration),
+    )
+
+
+def write(
+    spark: SparkSession,
+    storage: Storage,
+    table_path: str,
+    snapshot: Snapshot | None,
+    df: DataFrame,
+    mode: str = "append",
+    partitionBy: list[str] | None = None,
+    replaceWhere: Any = None,
+    txnAppId: str | None = None,
+    txnVersion: int | None = None,
+    userMetadata: str | None = None,
+    properties: dict[str, str] | None = None,
+) -> CommitResult | None:
+    """Write `df` to the table (created when `snapshot` is None); None when nothing was committed
+    (`ignore` on an existing table, or an idempotent write already applied)."""
+    mode = mode.lower()
+    if mode not in MODES:
+        raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if (txnAppId is None) != (txnVersion is None):
+        raise InvalidArgumentError("Give txnAppId and txnVersion together")
+    if snapshot is not None and mode in ("error", "errorifexists"):
+        raise TableAlreadyExistsError(table_path)
+    if snapshot is not None and mode == "ignore":
+        return None
+    if replaceWhere is not None and mode != "overwrite":
+        raise InvalidArgumentError("replaceWhere needs mode='overwrite'")
+    txn = Transaction(spark, storage, table_path, snapshot)
+    if txnAppId is not None:
+        assert txnVersion is not None
+        done = txn.txnVersion(txnAppId)
+        if done is not None and done >= txnVersion:
+            log.info(
+                "Skipping write: %s already committed version %d of application %s",
+                table_path,
+                done,
+                txnAppId,
+            )
+            return None
+        txn.addAction(
+            {"txn": {"appId": txnAppId, "version": txnVersion, "lastUpdated": int(time.time() * 1000)}}
+        )
+
+    if snapshot is None:
+        configuration = dict(properties or {})
+        schema = StructType([StructField(f.name, f.dataType, True, f.metadata) for f in df.schema.fields])
+        partition_by = list(partitionBy or [])
+        missing = [c for c in partition_by if c.lower() not in {f.name.lower() for f in schema.fields}]
+        if missing:
+            raise InvalidArgumentError(
+                f"partitionBy names column(s) {', '.join(missing)} not in the DataFrame"
+            )
+        protocol = required_protocol(
+            None, features_for_properties(configuration) | features_for_schema(schema)
+        )
+        metadata = new_table_metadata(schema, partition_by, stored_configuration(configuration))
+        txn.updateProtocol(protocol)
+        txn.updateMetadata(metadata)
+    else:
+        metadata, protocol = snapshot.metadata, snapshot.protocol
+        if partitionBy and [c.lower() for c in partitionBy] != [c.lower() for c in metadata.partitionColumns]:
+            raise InvalidArgumentError(
+                f"{table_path} is partitioned by {list(metadata.partitionColumns)}; "
+                f"partitionBy={partitionBy} would change it (changing the partitioning is not supported)"
+            )
+        if properties:
+            raise InvalidArgumentError(
+                "properties apply to a new table; use setProperties on an existing one"
+            )
+    check_writable_rows(protocol, metadata, table_path)
+    schema = metadata.schema(table_path)
+    conformed = conform(df, schema, table_path)
+    table_root = storage.qualify(table_path)
+
+    extra: list[Check] = []
+    now = int(time.time() * 1000)
+    operation_parameters: dict[str, Any] = {"mode": "Overwrite" if mode == "overwrite" else "Append"}
+    if metadata.partitionColumns:
+        operation_parameters["partitionBy"] = json.dumps(list(metadata.partitionColumns))
+    removed = None
+    if snapshot is not None and mode == "overwrite":
+        if replaceWhere is not None:
+            _check_partition_only(replaceWhere, metadata, table_path)
+            predicate = replaceWhere if isinstance(replaceWhere, str) else None
+            if predicate is None:
+                raise InvalidArgumentError("replaceWhere must be a SQL string over partition columns")
+            extra.append(Check(f"replaceWhere {predicate}", predicate))
+            txn.readPredicate(predicate)
+            removed = snapshot.files(predicate)
+            operation_parameters["predicate"] = json.dumps([predicate])
+        else:
+            txn.readWholeTable()
+            removed = snapshot.files()
+        txn.removeFiles(removes_of(removed, now))
+    adds, cached = write_data_files(
+        spark, table_root, schema, list(metadata.partitionColumns), metadata.configuration, conformed, extra
+    )
+    try:
+        txn.addFiles(adds)
+        counts = adds.agg(F.count(F.lit(1)), F.sum("num_records"), F.sum("add.size")).first()
+        metrics: dict[str, Any] = {
+            "numFiles": int(counts[0] or 0),
+            "numOutputRows": int(counts[1] or 0),
+            "numOutputBytes": int(counts[2] or 0),
+        }
+        if removed is not None:
+            gone = removed.agg(F.count(F.lit(1)), F.sum("size")).first()
+            metrics["numRemovedFiles"] = int(gone[0] or 0)
+            metrics["numRemovedBytes"] = int(gone[1] or 0)
+        return txn.commit("WRITE", operation_parameters, metrics, userMetadata)
+    finally:
+        cached.unpersist()
+
+
+def _check_partition_only(predicate: Any, metadata: Metadata, table_path: str) -> None:
+    if not isinstance(predicate, str):
+        return
+    names = {c.lower() for c in metadata.partitionColumns}
+    found = references(from_filter(predicate))
+    if found is None:
+        raise InvalidArgumentError(
+            f"replaceWhere {predicate!r} on {table_path}: deltaspark cannot tell which columns it uses; "
+            "use comparisons, IN, IS NULL, AND, OR and NOT over partition columns"
+        )
+    used = {r.lower() for r in found}
+    outside = sorted(used - names)
+    if outside or not used:
+        raise InvalidArgumentError(
+            f"replaceWhere on {table_path} must use partition columns only "
+            f"({', '.join(metadata.partitionColumns) or 'the table is not partitioned'}); it references "
+            f"{', '.join(outside) or 'no column'}"
+        )

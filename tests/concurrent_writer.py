@@ -1,0 +1,52 @@
+"""A writer process for tests/test_concurrent_processes.py: its own Spark session, a few commits.
+
+Usage: python -m tests.concurrent_writer TABLE WORKER OPS   (OPS like "append:x,overwrite:x,prop")
+Prints one JSON line per operation: {"op", "version" or null, "error" (exception class) or null}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def main() -> None:
+    table, worker, ops = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    from deltaspark import DeltaSparkError, DeltaTable
+    from deltaspark.table import write
+
+    print(json.dumps({"ready": worker}), flush=True)
+    for n, op in enumerate(ops):
+        kind, _, partition = op.partition(":")
+        row_id = worker * 1000 + n
+        try:
+            if kind == "append":
+                df = spark.createDataFrame([(row_id, partition)], "id long, p string")
+                result = write(df, table)
+            elif kind == "overwrite":
+                df = spark.createDataFrame([(row_id, partition)], "id long, p string")
+                result = write(df, table, mode="overwrite", replaceWhere=f"p = '{partition}'")
+            else:
+                result = DeltaTable.forPath(spark, table).setProperties({f"app.worker{worker}": str(n)})
+            print(json.dumps({"op": op, "id": row_id, "version": result.version, "error": None}), flush=True)
+        except DeltaSparkError as exc:
+            print(
+                json.dumps({"op": op, "id": row_id, "version": None, "error": type(exc).__name__}), flush=True
+            )
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

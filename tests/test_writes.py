@@ -1,0 +1,402 @@
+"""Writing tables: create, append, overwrite, replaceWhere, properties and protocol changes.
+
+Every table written here is checked three ways: deltaspark reads back what was written, delta-rs
+(an independent reader) reads the same rows at every version, and `writer_rules` checks each
+commit against the protocol's rules for writers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import math
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+
+from deltaspark import DeltaTable
+from deltaspark.errors import (
+    InvalidArgumentError,
+    InvariantViolationError,
+    TableAlreadyExistsError,
+    UnsupportedWriterFeatureError,
+)
+from deltaspark.table import write
+from tests.writer_rules import check_table
+
+deltalake = pytest.importorskip("deltalake")
+
+
+def _rows_of(df) -> list[tuple]:
+    return sorted(tuple(r) for r in df.collect())
+
+
+def _delta_rs_rows(path: Path, version: int | None = None) -> list[tuple]:
+    table = deltalake.DeltaTable(str(path), version=version)
+    data = table.to_pyarrow_table().to_pylist()
+    return sorted(tuple(row.values()) for row in data)
+
+
+def _stats(path: Path, version: int) -> list[dict]:
+    lines = (path / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    return [json.loads(a["add"]["stats"]) for a in map(json.loads, lines) if "add" in a]
+
+
+def test_append_then_overwrite_read_by_delta_rs_at_every_version(spark, tmp_path):
+    path = tmp_path / "t"
+    first = spark.createDataFrame([(1, "x", 1.5), (2, "y", None)], "id long, name string, score double")
+    write(first, str(path))
+    write(spark.createDataFrame([(3, "z", 2.5)], "id long, name string, score double"), str(path))
+    write(
+        spark.createDataFrame([(9, "w", 0.5)], "id long, name string, score double"),
+        str(path),
+        mode="overwrite",
+    )
+    table = DeltaTable.forPath(spark, str(path))
+    assert table.snapshot().version == 2
+    for version in range(3):
+        ours = _rows_of(table.snapshot(version=version).toDF())
+        assert ours == _delta_rs_rows(path, version), version
+    assert _rows_of(table.toDF()) == [(9, "w", 0.5)]
+    history = [r["operation"] for r in table.history().collect()]
+    assert history == ["WRITE", "WRITE", "WRITE"]
+    check_table(path)
+
+
+def test_partition_values_of_every_type_round_trip(spark, tmp_path):
+    path = tmp_path / "t"
+    schema = "id int, i int, d date, ts timestamp, b boolean, dec decimal(10,2), s string"
+    rows = [
+        (
+            1,
+            7,
+            dt.date(2024, 2, 29),
+            dt.datetime(2024, 1, 1, 10, 0, 0, 123456),
+            True,
+            decimal.Decimal("1.50"),
+            "a b/c:d=e",
+        ),
+        (2, None, None, None, None, None, None),
+        (
+            3,
+            -1,
+            dt.date(1969, 12, 31),
+            dt.datetime(1999, 12, 31, 23, 59, 59),
+            False,
+            decimal.Decimal("3.25"),
+            "é%",
+        ),
+    ]
+    previous = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")  # serialized in UTC regardless
+    try:
+        df = spark.createDataFrame(rows, schema)
+        write(df, str(path), partitionBy=["i", "d", "ts", "b", "dec", "s"])
+        table = DeltaTable.forPath(spark, str(path))
+        assert_df_equality(table.toDF().select(*df.columns), df, ignore_row_order=True)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", previous)
+    lines = (path / "_delta_log" / f"{0:020d}.json").read_text().splitlines()
+    values = {
+        json.loads(a["add"]["stats"])["minValues"]["id"]: a["add"]["partitionValues"]
+        for a in map(json.loads, lines)
+        if "add" in a
+    }
+    assert values[1] == {
+        "i": "7",
+        "d": "2024-02-29",
+        # Python's naive datetime is the instant 10:00 UTC; New York would print it as 05:00.
+        "ts": "2024-01-01T10:00:00.123456Z",
+        "b": "true",
+        "dec": "1.50",
+        "s": "a b/c:d=e",
+    }
+    assert values[2] == dict.fromkeys(("i", "d", "ts", "b", "dec", "s"))
+    # (delta-rs 1.6.6 mis-parses negative decimal partition values, e.g. "-3.25" as "-3.-25": none here)
+    assert len(_delta_rs_rows(path)) == 3
+    check_table(path)
+
+
+def test_statistics_are_true_bounds(spark, tmp_path):
+    path = tmp_path / "t"
+    long_text = "m" * 40
+    rows = [
+        (1, "apple", 2.0, dt.datetime(2024, 1, 1, 0, 0, 0, 999), long_text),
+        (5, None, float("nan"), dt.datetime(2024, 1, 1, 0, 0, 1, 1500), "a"),
+    ]
+    df = spark.createDataFrame(rows, "id long, s string, f double, ts timestamp, t string").coalesce(1)
+    write(df, str(path))
+    (stats,) = _stats(path, 0)
+    assert stats["numRecords"] == 2
+    assert stats["minValues"]["id"] == 1 and stats["maxValues"]["id"] == 5
+    assert stats["nullCount"] == {"id": 0, "s": 1, "f": 0, "ts": 0, "t": 0}
+    assert stats["minValues"]["s"] == "apple" and stats["maxValues"]["s"] == "apple"
+    assert "f" not in stats["minValues"] and "f" not in stats["maxValues"]  # NaN: no bounds
+    assert stats["minValues"]["ts"] == "2024-01-01T00:00:00.000Z"
+    assert stats["maxValues"]["ts"] == "2024-01-01T00:00:01.002Z"  # .0015 rounded up, not down
+    assert stats["minValues"]["t"] == "a" and "t" not in stats["maxValues"]  # a prefix is no maximum
+    table = DeltaTable.forPath(spark, str(path))
+    assert table.snapshot().files("id > 5").count() == 0
+    assert table.snapshot().files("id = 5").count() == 1
+    assert table.toDF("t = '" + long_text + "'").count() == 1
+    check_table(path)
+
+
+def test_statistics_respect_indexed_column_settings(spark, tmp_path):
+    df = spark.createDataFrame([(1, 2, 3)], "a int, b int, c int")
+    write(df, str(tmp_path / "n"), properties={"delta.dataSkippingNumIndexedCols": "1"})
+    write(df, str(tmp_path / "s"), properties={"delta.dataSkippingStatsColumns": "c"})
+    assert set(_stats(tmp_path / "n", 0)[0]["nullCount"]) == {"a"}
+    assert set(_stats(tmp_path / "s", 0)[0]["nullCount"]) == {"c"}
+
+
+def test_replace_where_replaces_only_matching_partitions(spark, tmp_path):
+    path = tmp_path / "t"
+    df = spark.createDataFrame([(1, "a"), (2, "b"), (3, "c")], "id long, p string")
+    write(df, str(path), partitionBy=["p"])
+    new = spark.createDataFrame([(10, "a"), (11, "b")], "id long, p string")
+    result = write(new, str(path), mode="overwrite", replaceWhere="p IN ('a', 'b')")
+    table = DeltaTable.forPath(spark, str(path))
+    assert _rows_of(table.toDF()) == [(3, "c"), (10, "a"), (11, "b")]
+    assert result.metrics["numRemovedFiles"] == 2
+    assert _delta_rs_rows(path) == [(3, "c"), (10, "a"), (11, "b")]
+    with pytest.raises(InvariantViolationError, match="replaceWhere"):
+        write(
+            spark.createDataFrame([(12, "c")], "id long, p string"),
+            str(path),
+            mode="overwrite",
+            replaceWhere="p = 'a'",
+        )
+    with pytest.raises(InvalidArgumentError, match="partition columns only"):
+        write(new, str(path), mode="overwrite", replaceWhere="id > 3")
+    assert table.snapshot().version == 1  # nothing committed by the refused writes
+    check_table(path)
+
+
+def test_modes_and_schema_checks(spark, tmp_path):
+    path = str(tmp_path / "t")
+    write(spark.createDataFrame([(1, "a")], "id long, s string"), path, mode="error")
+    with pytest.raises(TableAlreadyExistsError):
+        write(spark.createDataFrame([(1, "a")], "id long, s string"), path, mode="error")
+    assert write(spark.createDataFrame([(1, "a")], "id long, s string"), path, mode="ignore") is None
+    with pytest.raises(InvalidArgumentError, match="extra"):
+        write(spark.createDataFrame([(1, "a", 1)], "id long, s string, extra int"), path)
+    with pytest.raises(InvalidArgumentError, match="does not convert without loss"):
+        write(spark.createDataFrame([("x", "a")], "id string, s string"), path)
+    write(spark.createDataFrame([(2,)], "id int"), path)  # int widens to long; s is null
+    table = DeltaTable.forPath(spark, path)
+    assert _rows_of(table.toDF().orderBy("id")) == [(1, "a"), (2, None)]
+    assert table.snapshot().schema["id"].dataType.simpleString() == "bigint"
+
+
+def test_create_builder_and_constraints(spark, tmp_path):
+    path = str(tmp_path / "t")
+    table = (
+        DeltaTable.create(spark)
+        .location(path)
+        .addColumn("id", "BIGINT", nullable=False)
+        .addColumn("amount", "DOUBLE")
+        .addColumn("amount_x2", "DOUBLE", generatedAlwaysAs="amount * 2")
+        .addColumn("day", "DATE")
+        .partitionedBy("day")
+        .property("delta.constraints.positive", "amount > 0")
+        .comment("orders")
+        .execute()
+    )
+    snapshot = table.snapshot()
+    assert snapshot.partitionColumns == ["day"] and snapshot.metadata.description == "orders"
+    assert {"checkConstraints", "generatedColumns", "invariants"} <= set(snapshot.tableFeatures)
+    rows = spark.createDataFrame([(1, 2.0, dt.date(2024, 1, 1))], "id long, amount double, day date")
+    write(rows, path)
+    assert table.toDF().select("amount_x2").first()[0] == 4.0  # computed when absent
+    with pytest.raises(InvariantViolationError, match="positive"):
+        write(spark.createDataFrame([(2, -1.0, None)], "id long, amount double, day date"), path)
+    with pytest.raises(InvariantViolationError, match="NOT NULL id"):
+        write(spark.createDataFrame([(None, 1.0, None)], "id long, amount double, day date"), path)
+    with pytest.raises(InvariantViolationError, match="generated column amount_x2"):
+        write(
+            spark.createDataFrame(
+                [(3, 1.0, 5.0, None)], "id long, amount double, amount_x2 double, day date"
+            ),
+            path,
+        )
+    assert table.snapshot().version == 1
+    with pytest.raises(TableAlreadyExistsError):
+        DeltaTable.create(spark).location(path).addColumn("id", "INT").execute()
+    DeltaTable.createIfNotExists(spark).location(path).addColumn("id", "INT").execute()
+    assert table.snapshot().version == 1
+    replaced = DeltaTable.createOrReplace(spark).location(path).addColumn("x", "STRING").execute()
+    assert replaced.snapshot().version == 2 and replaced.toDF().count() == 0
+    assert replaced.snapshot().schema.fieldNames() == ["x"]
+    check_table(Path(path))
+
+
+def test_column_mapping_on_create_and_rows_refused_by_name(spark, tmp_path):
+    path = str(tmp_path / "t")
+    table = (
+        DeltaTable.create(spark)
+        .location(path)
+        .addColumn("a", "INT")
+        .addColumn("s", "STRUCT<x: INT, y: STRING>")
+        .property("delta.columnMapping.mode", "name")
+        .execute()
+    )
+    snapshot = table.snapshot()
+    fields = snapshot.schema.fields
+    ids = [f.metadata["delta.columnMapping.id"] for f in fields]
+    ids += [f.metadata["delta.columnMapping.id"] for f in fields[1].dataType.fields]
+    assert sorted(ids) == [1, 2, 3, 4] and snapshot.configuration["delta.columnMapping.maxColumnId"] == "4"
+    assert all(f.metadata["delta.columnMapping.physicalName"].startswith("col-") for f in fields)
+    assert "columnMapping" in snapshot.protocol.readerFeatures
+    with pytest.raises(UnsupportedWriterFeatureError, match="columnMapping"):
+        write(spark.createDataFrame([(1, None)], "a int, s struct<x:int,y:string>"), path)
+    assert deltalake.DeltaTable(path).version() == 0
+
+
+def test_properties_and_protocol(spark, tmp_path):
+    path = str(tmp_path / "t")
+    write(spark.createDataFrame([(1,)], "id long"), path)
+    table = DeltaTable.forPath(spark, path)
+    assert table.snapshot().protocol.asDict() == {"minReaderVersion": 1, "minWriterVersion": 2}
+    table.setProperties(
+        {"delta.enableChangeDataFeed": "true", "delta.logRetentionDuration": "interval 7 days"}
+    )
+    protocol = table.snapshot().protocol
+    assert protocol.minWriterVersion == 7 and set(protocol.writerFeatures) == {
+        "appendOnly",
+        "invariants",
+        "changeDataFeed",
+    }
+    table.setProperties({"delta.enableDeletionVectors": "true"})
+    protocol = table.snapshot().protocol
+    assert protocol.minReaderVersion == 3 and protocol.readerFeatures == ("deletionVectors",)
+    table.unsetProperties(["delta.logRetentionDuration"])
+    assert "delta.logRetentionDuration" not in table.snapshot().configuration
+    with pytest.raises(InvalidArgumentError):
+        table.unsetProperties(["delta.nothing"])
+    assert table.unsetProperties(["delta.nothing"], ifExists=True) is None
+    assert table.addFeatureSupport("v2Checkpoint").version == 4
+    assert table.addFeatureSupport("v2Checkpoint") is None
+    with pytest.raises(InvalidArgumentError, match="downgrade"):
+        table.upgradeTableProtocol(1, 2)
+    other = str(tmp_path / "u")
+    write(spark.createDataFrame([(1,)], "id long"), other)
+    legacy = DeltaTable.forPath(spark, other)
+    legacy.upgradeTableProtocol(1, 4)
+    assert legacy.snapshot().protocol.asDict() == {"minReaderVersion": 1, "minWriterVersion": 4}
+    legacy.upgradeTableProtocol(1, 7)
+    assert set(legacy.snapshot().protocol.writerFeatures) == {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+    }
+    assert deltalake.DeltaTable(path).protocol().reader_features == ["deletionVectors", "v2Checkpoint"]
+    check_table(Path(path))
+
+
+def test_checkpoint_interval_is_honoured(spark, tmp_path):
+    path = tmp_path / "t"
+    df = spark.createDataFrame([(1,)], "id long")
+    write(df, str(path), properties={"delta.checkpointInterval": "2"})
+    write(df, str(path))
+    assert not list((path / "_delta_log").glob("*.checkpoint*.parquet"))
+    write(df, str(path))
+    assert (path / "_delta_log" / f"{2:020d}.checkpoint.parquet").is_file()
+    assert json.loads((path / "_delta_log" / "_last_checkpoint").read_text())["version"] == 2
+    assert DeltaTable.forPath(spark, str(path)).toDF().count() == 3
+    assert len(_delta_rs_rows(path)) == 3
+
+
+def test_commits_on_top_of_a_delta_rs_table(spark, tmp_path):
+    import pyarrow as pa
+
+    path = tmp_path / "t"
+    data = pa.table({"id": pa.array([1, 2], pa.int64()), "p": pa.array(["a", "b"])})
+    deltalake.write_deltalake(str(path), data, partition_by=["p"])
+    write(spark.createDataFrame([(3, "a")], "id long, p string"), str(path))
+    write(
+        spark.createDataFrame([(4, "b")], "id long, p string"),
+        str(path),
+        mode="overwrite",
+        replaceWhere="p = 'b'",
+    )
+    expected = [(1, "a"), (3, "a"), (4, "b")]
+    assert _rows_of(DeltaTable.forPath(spark, str(path)).toDF().select("id", "p")) == expected
+    assert _delta_rs_rows(path) == expected
+
+
+def test_float_special_values_and_empty_writes(spark, tmp_path):
+    path = tmp_path / "t"
+    df = spark.createDataFrame([(1, float("inf")), (2, -0.0)], "id long, f double")
+    write(df, str(path))
+    values = sorted(r[0] for r in DeltaTable.forPath(spark, str(path)).toDF().select("f").collect())
+    assert values[0] == 0.0 and math.isinf(values[1])
+    result = write(spark.createDataFrame([], "id long, f double"), str(path))
+    assert result.version == 1 and result.metrics["numFiles"] == 0
+    assert DeltaTable.forPath(spark, str(path)).toDF().count() == 2
+
+
+def test_restore_to_version_and_timestamp(spark, tmp_path):
+    path = tmp_path / "t"
+    schema = "id long, p string"
+    write(spark.createDataFrame([(1, "a"), (2, "b")], schema), str(path), partitionBy=["p"])
+    write(spark.createDataFrame([(3, "c")], schema), str(path))
+    write(spark.createDataFrame([(9, "a")], schema), str(path), mode="overwrite", replaceWhere="p = 'a'")
+    table = DeltaTable.forPath(spark, str(path))
+    metrics = table.restoreToVersion(0).first().asDict()
+    assert metrics == {
+        "table_size_after_restore": metrics["table_size_after_restore"],
+        "num_of_files_after_restore": 2,
+        "num_removed_files": 2,  # c and the new a
+        "num_restored_files": 1,  # the old a
+        "removed_files_size": metrics["removed_files_size"],
+        "restored_files_size": metrics["restored_files_size"],
+    }
+    assert table.snapshot().version == 3
+    assert _rows_of(table.toDF()) == [(1, "a"), (2, "b")] == _delta_rs_rows(path)
+    assert [r["operation"] for r in table.history(1).collect()] == ["RESTORE"]
+    when = table.snapshot(version=1).timestamp
+    table.restoreToTimestamp(when)
+    assert _rows_of(table.toDF()) == [(1, "a"), (2, "b"), (3, "c")] == _delta_rs_rows(path)
+    with pytest.raises(InvalidArgumentError, match="latest version"):
+        table.restoreToVersion(table.snapshot().version)
+    check_table(path)
+
+
+def test_restore_refuses_files_that_are_gone(spark, tmp_path):
+    from deltaspark.errors import MissingDataFileError
+
+    path = tmp_path / "t"
+    write(spark.createDataFrame([(1,)], "id long"), str(path))
+    write(spark.createDataFrame([(2,)], "id long"), str(path), mode="overwrite")
+    table = DeltaTable.forPath(spark, str(path))
+    (old,) = [r["path"] for r in table.snapshot(version=0).files().collect()]
+    (path / old).unlink()  # as VACUUM would
+    with pytest.raises(MissingDataFileError, match="no longer exist"):
+        table.restoreToVersion(0)
+    assert table.snapshot().version == 1
+
+
+def test_restore_keeps_row_ids(spark, tmp_path):
+    path = tmp_path / "t"
+    write(
+        spark.createDataFrame([(1,), (2,)], "id long"),
+        str(path),
+        properties={"delta.enableRowTracking": "true"},
+    )
+    table = DeltaTable.forPath(spark, str(path))
+    before = {
+        r["id"]: r["row_id"] for r in table.toDF(rowTracking=True).select("id", "_metadata.row_id").collect()
+    }
+    write(spark.createDataFrame([(3,)], "id long"), str(path), mode="overwrite")
+    table.restoreToVersion(0)
+    after = {
+        r["id"]: r["row_id"] for r in table.toDF(rowTracking=True).select("id", "_metadata.row_id").collect()
+    }
+    assert after == before
+    assert table.snapshot().rowIdHighWaterMark == 2
+    check_table(path)
