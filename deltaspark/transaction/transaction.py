@@ -16,6 +16,7 @@ the commit (its `commitInfo` first) into place without Python ever holding the f
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -38,10 +39,11 @@ from deltaspark.features.protocol import Protocol, check_writable
 from deltaspark.log import action_schemas as schemas
 from deltaspark.log.files import LogFileKind
 from deltaspark.log.listing import list_log_files, log_dir_of
-from deltaspark.snapshot import Snapshot
+from deltaspark.snapshot import Snapshot, load_version
 from deltaspark.spark_compat import conf_get
 from deltaspark.storage import Storage, join_path
 from deltaspark.transaction import actions as A
+from deltaspark.transaction import checksum as C
 from deltaspark.transaction.conflicts import (
     SERIALIZABLE,
     SNAPSHOT_ISOLATION,
@@ -55,6 +57,7 @@ from deltaspark.transaction.log_store import LogStore
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS_CONF = "spark.deltaspark.commit.maxAttempts"
+CHECKSUM_CONF = "spark.deltaspark.commit.checksum"  # full (default) | incremental | off
 DEFAULT_MAX_ATTEMPTS = 100
 ICT_ENABLED = "delta.enableInCommitTimestamps"
 ICT_VERSION = "delta.inCommitTimestampEnablementVersion"
@@ -115,6 +118,7 @@ class Transaction:
         self._removes: DataFrame | None = None
         self._reads = TransactionReads(snapshot, WRITE_SERIALIZABLE, True, False, False)
         self._txn_id = A.new_txn_id()
+        self._last_high_water_mark: int | None = None
         self._store = LogStore(storage)  # refuses sessions that cannot commit, before any work
 
     # ---- what the transaction read ----------------------------------------------------------------
@@ -285,7 +289,8 @@ class Transaction:
                     head.append(A.metadata_action(metadata))
                 if row_tracking:
                     assert high_water_mark is not None
-                    head.append(A.row_tracking_domain(high_water_mark + new_rows))
+                    self._last_high_water_mark = high_water_mark + new_rows
+                    head.append(A.row_tracking_domain(self._last_high_water_mark))
                 head += self._actions
                 if adds is not None or self._removes is not None:
                     key = version if row_tracking else 0
@@ -298,6 +303,7 @@ class Transaction:
                 text = "".join(A.line(a) + "\n" for a in head)
                 path = commit_path(self.table_path, version)
                 if self._store.put_if_absent(path, text, parts):
+                    self._write_checksum(version, info["commitInfo"], metadata, ict)
                     log.info(
                         "Committed version %d of %s (%s, attempt %d)",
                         version,
@@ -329,6 +335,80 @@ class Transaction:
         finally:
             if rendered is not None or adds is not None or self._removes is not None:
                 self.storage.delete(temp_dir, recursive=True)
+
+    # ---- after the commit ---------------------------------------------------------------------------
+    def _write_checksum(
+        self, version: int, info: dict[str, Any], metadata: Metadata, ict: int | None
+    ) -> None:
+        """`version.crc`, incrementally when the previous one is there (see `checksum`); never fails
+        the commit, which has landed."""
+        mode = conf_get(self.spark, CHECKSUM_CONF, "full").strip().lower()
+        if mode == "off":
+            return
+        assert self.protocol is not None
+        try:
+            doc = None
+            previous = C.read_checksum(self.storage, self.table_path, version - 1)
+            if previous is not None or version == 0:
+                small = self._actions
+                added = C.aggregate_dicts([a["add"] for a in small if "add" in a])
+                removed = C.aggregate_dicts([a["remove"] for a in small if "remove" in a])
+                dvs = self.protocol.hasFeature("deletionVectors")
+                if self._adds is not None:
+                    added = C.combine(added, C.file_aggregates(self._adds.select("add.*"), dvs))
+                if self._removes is not None:
+                    removed = C.combine(removed, C.file_aggregates(self._removes.select("remove.*"), dvs))
+                empty = {
+                    "txnId": None,
+                    "numFiles": 0,
+                    "tableSizeBytes": 0,
+                    "setTransactions": [],
+                    "domainMetadata": [],
+                }
+                base = previous or {
+                    **empty,
+                    "histogramOpt": {
+                        "sortedBinBoundaries": list(C.FILE_SIZE_BINS),
+                        "fileCounts": [0] * len(C.FILE_SIZE_BINS),
+                        "totalBytes": [0] * len(C.FILE_SIZE_BINS),
+                    },
+                    "numDeletedRecordsOpt": 0,
+                    "numDeletionVectorsOpt": 0,
+                    "deletedRecordCountsHistogramOpt": {
+                        "deletedRecordCounts": [0] * len(C.DELETED_RECORD_BINS)
+                    },
+                }
+                doc = C.incremental_checksum(
+                    base,
+                    added,
+                    removed,
+                    self.protocol,
+                    metadata,
+                    info["txnId"],
+                    ict,
+                    [a["txn"] for a in small if "txn" in a],
+                    [a["domainMetadata"] for a in small if "domainMetadata" in a]
+                    + (
+                        [A.row_tracking_domain(self._last_high_water_mark)["domainMetadata"]]
+                        if self._last_high_water_mark is not None
+                        else []
+                    ),
+                )
+            if doc is None:
+                if mode != "full":
+                    return
+                snapshot = load_version(self.spark, self.storage, self.table_path, version, None)
+                doc = C.full_checksum(snapshot, info["txnId"])
+            self._store.put_if_absent(
+                C.checksum_path(self.table_path, version), json.dumps(doc, separators=(",", ":"))
+            )
+        except Exception as exc:  # noqa: BLE001 - the commit has landed; a checksum is optional
+            log.warning(
+                "Version %d of %s was committed, but its checksum was not written: %s",
+                version,
+                self.table_path,
+                exc,
+            )
 
     # ---- helpers --------------------------------------------------------------------------------
     def _winning_commits(self, from_version: int) -> list[Any]:
