@@ -69,43 +69,34 @@ def _bin(value: Column, bounds: tuple[int, ...]) -> Column:
 
 
 def file_aggregates(files: DataFrame, dvs: bool) -> dict[str, Any]:
-    """Count, bytes and histograms of `add`/`remove`-shaped rows (`size`, `deletionVector`)."""
+    """Count, bytes and histograms of `add`/`remove`-shaped rows (`size`, `deletionVector`), in one
+    global aggregate (no shuffle: partial sums per task, one final row)."""
     size = F.coalesce(F.col("size"), F.lit(0)).cast("long")
+    deleted = F.coalesce(F.col("deletionVector.cardinality"), F.lit(0)).cast("long")
     frame = files.select(
         size.alias("size"),
         _bin(size, FILE_SIZE_BINS).alias("bin"),
-        F.coalesce(F.col("deletionVector.cardinality"), F.lit(0)).cast("long").alias("deleted"),
-        F.col("deletionVector").isNotNull().cast("int").alias("has_dv"),
-    ).withColumn("dbin", _bin(F.col("deleted"), DELETED_RECORD_BINS))
-    rows = (
-        frame.groupBy("bin", "dbin")
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.sum("size").alias("bytes"),
-            F.sum("deleted").alias("deleted"),
-            F.sum("has_dv").alias("dvs"),
-        )
-        .collect()
-    )  # at most 95 x 10 rows
-    counts = [0] * len(FILE_SIZE_BINS)
-    sizes = [0] * len(FILE_SIZE_BINS)
-    deleted_bins = [0] * len(DELETED_RECORD_BINS)
-    out: dict[str, Any] = {
-        "numFiles": 0,
-        "tableSizeBytes": 0,
-        "numDeletedRecords": 0,
-        "numDeletionVectors": 0,
+        deleted.alias("deleted"),
+        _bin(deleted, DELETED_RECORD_BINS).alias("dbin"),
+        F.col("deletionVector").isNotNull().cast("long").alias("has_dv"),
+    )
+    sums = [F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes"), F.sum("deleted").alias("deleted")]
+    sums.append(F.sum("has_dv").alias("dvs"))
+    for i in range(len(FILE_SIZE_BINS)):
+        sums.append(F.count(F.when(F.col("bin") == i, 1)).alias(f"c{i}"))
+        sums.append(F.sum(F.when(F.col("bin") == i, F.col("size"))).alias(f"b{i}"))
+    for i in range(len(DELETED_RECORD_BINS)):
+        sums.append(F.count(F.when(F.col("dbin") == i, 1)).alias(f"d{i}"))
+    row = frame.agg(*sums).first()
+    return {
+        "numFiles": int(row["n"] or 0),
+        "tableSizeBytes": int(row["bytes"] or 0),
+        "numDeletedRecords": int(row["deleted"] or 0),
+        "numDeletionVectors": int(row["dvs"] or 0),
+        "fileCounts": [int(row[f"c{i}"] or 0) for i in range(len(FILE_SIZE_BINS))],
+        "totalBytes": [int(row[f"b{i}"] or 0) for i in range(len(FILE_SIZE_BINS))],
+        "deletedRecordCounts": [int(row[f"d{i}"] or 0) for i in range(len(DELETED_RECORD_BINS))],
     }
-    for r in rows:
-        counts[r["bin"]] += int(r["n"])
-        sizes[r["bin"]] += int(r["bytes"] or 0)
-        deleted_bins[r["dbin"]] += int(r["n"])
-        out["numFiles"] += int(r["n"])
-        out["tableSizeBytes"] += int(r["bytes"] or 0)
-        out["numDeletedRecords"] += int(r["deleted"] or 0)
-        out["numDeletionVectors"] += int(r["dvs"] or 0)
-    out["fileCounts"], out["totalBytes"], out["deletedRecordCounts"] = counts, sizes, deleted_bins
-    return out
 
 
 def _document(
