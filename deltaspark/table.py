@@ -27,6 +27,7 @@ from deltaspark.maintenance.checkpoint_writer import (
 from deltaspark.maintenance.log_cleanup import LogCleanupResult, cleanup_log
 from deltaspark.maintenance.post_commit import checkpoint_if_due
 from deltaspark.operations import table_changes
+from deltaspark.operations.delete import delete as delete_rows
 from deltaspark.operations.restore import restore
 from deltaspark.operations.write import write as write_rows
 from deltaspark.read.change_data_feed import read_changes
@@ -252,6 +253,13 @@ class DeltaTable:
                 self._spark, self._storage, self._path, self.snapshot(), readerVersion, writerVersion
             )
         )
+
+    @eager
+    def delete(self, condition: str | Any = None) -> CommitResult | None:
+        """Delete the rows matching `condition` (SQL string or Column; every row when None), as
+        delta-spark's `DeltaTable.delete`; None when no file can hold a matching row."""
+        result = delete_rows(self._spark, self._storage, self._path, self.snapshot(), condition)
+        return self._after_commit(result)
 
     @eager
     def restoreToVersion(self, version: int) -> DataFrame:

@@ -29,14 +29,18 @@ from tests.writer_rules import check_table
 deltalake = pytest.importorskip("deltalake")
 
 
+def _sorted(rows) -> list[tuple]:
+    return sorted(rows, key=lambda t: tuple((v is not None, v) for v in t))
+
+
 def _rows_of(df) -> list[tuple]:
-    return sorted(tuple(r) for r in df.collect())
+    return _sorted(tuple(r) for r in df.collect())
 
 
 def _delta_rs_rows(path: Path, version: int | None = None) -> list[tuple]:
     table = deltalake.DeltaTable(str(path), version=version)
     data = table.to_pyarrow_table().to_pylist()
-    return sorted(tuple(row.values()) for row in data)
+    return _sorted(tuple(row.values()) for row in data)
 
 
 def _stats(path: Path, version: int) -> list[dict]:
@@ -399,4 +403,59 @@ def test_restore_keeps_row_ids(spark, tmp_path):
     }
     assert after == before
     assert table.snapshot().rowIdHighWaterMark == 2
+    check_table(path)
+
+
+def test_delete_rewrites_only_what_it_must(spark, tmp_path):
+    path = tmp_path / "t"
+    rows = [(1, "a"), (2, "a"), (3, "b"), (4, "c"), (None, "c")]
+    write(spark.createDataFrame(rows, "id long, p string").coalesce(1), str(path), partitionBy=["p"])
+    table = DeltaTable.forPath(spark, str(path))
+    files_before = {r["path"] for r in table.snapshot().files().collect()}
+    assert table.delete("id > 100") is None  # statistics: no file can hold a match
+    result = table.delete("id = 2")
+    assert result.metrics["numRemovedFiles"] == 1 and result.metrics["numDeletedRows"] == 1
+    assert result.metrics["numCopiedRows"] == 1
+    files_after = {r["path"] for r in table.snapshot().files().collect()}
+    assert len(files_before - files_after) == 1  # only partition a's file was rewritten
+    whole = table.delete("p = 'b'")  # partition values decide: removed without being read
+    assert whole.metrics["numAddedFiles"] == 0 and whole.metrics["numDeletedRows"] == 1
+    table.delete(F_col_id_is_4())
+    assert _rows_of(table.toDF()) == [(None, "c"), (1, "a")] == _delta_rs_rows(path)  # NULL: the row stays
+    assert [r["operation"] for r in table.history(1).collect()] == ["DELETE"]
+    table.delete()
+    assert table.toDF().count() == 0
+    check_table(path)
+
+
+def F_col_id_is_4():  # noqa: N802 - reads as the Column it builds
+    from pyspark.sql import functions as F
+
+    return F.col("id") == 4
+
+
+def test_delete_with_change_data_feed_writes_change_files(spark, tmp_path):
+    path = tmp_path / "t"
+    rows = [(1, "a"), (2, "a"), (3, "b")]
+    write(
+        spark.createDataFrame(rows, "id long, p string").coalesce(1),
+        str(path),
+        partitionBy=["p"],
+        properties={"delta.enableChangeDataFeed": "true"},
+    )
+    table = DeltaTable.forPath(spark, str(path))
+    result = table.delete("id = 1")
+    assert result.metrics["numAddedChangeFiles"] == 1
+    commit = [json.loads(line) for line in (path / "_delta_log" / f"{1:020d}.json").read_text().splitlines()]
+    (cdc,) = [a["cdc"] for a in commit if "cdc" in a]
+    assert cdc["path"].startswith("_change_data/") and cdc["partitionValues"] == {"p": "a"}
+    changes = table.changes(startingVersion=1).select("id", "p", "_change_type", "_commit_version").collect()
+    assert [tuple(r) for r in changes] == [(1, "a", "delete", 1)]
+    import pyarrow as pa
+
+    theirs = pa.table(deltalake.DeltaTable(str(path)).load_cdf(starting_version=1).read_all()).to_pylist()
+    assert [(r["id"], r["p"], r["_change_type"]) for r in theirs] == [(1, "a", "delete")]
+    table.delete("p = 'b'")  # whole files: the feed comes from the remove actions
+    changes = table.changes(startingVersion=2).select("id", "_change_type").collect()
+    assert [tuple(r) for r in changes] == [(3, "delete")]
     check_table(path)

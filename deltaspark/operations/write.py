@@ -204,14 +204,17 @@ def write_data_files(
     configuration: dict[str, str],
     df: DataFrame,
     extra_checks: list[Check] = (),  # type: ignore[assignment]
+    directory: str = "",
+    check_rows: bool = True,
 ) -> tuple[DataFrame, DataFrame]:
-    """Write `df` (already conformed) as parquet files under the table root; return their `add`
-    actions (`add`, `num_records`) as a DataFrame, after checking every rule in `checks_of`, and
-    the cached per-file rows behind it (for the caller to unpersist)."""
+    """Write `df` (already conformed) as parquet files under the table root (in `directory`, e.g.
+    `_change_data/`, when given); return their `add` actions (`add`, `num_records`) as a DataFrame,
+    after checking every rule in `checks_of` (unless `check_rows` is off, for change data files),
+    and the cached per-file rows behind it (for the caller to unpersist)."""
     fields = partition_fields(schema, partition_columns)
     partition_names = [f.name for f in fields]
     data_fields = [f for f in schema.fields if f.name not in partition_names]
-    write_id = f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
+    write_id = directory + f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
     out = join_path(table_root, write_id)
     staged = df.select(
         *[F.col(f"`{f.name}`") for f in data_fields],
@@ -241,7 +244,7 @@ def write_data_files(
     )
     leaves = indexed_leaves(StructType(data_fields), configuration)
     aggs, meaning = stats_aggregates(leaves)
-    checks = checks_of(schema, configuration) + list(extra_checks)
+    checks = (checks_of(schema, configuration) if check_rows else []) + list(extra_checks)
     violations = [
         F.sum(F.when(F.coalesce(F.expr(c.expression), F.lit(False)), 0).otherwise(1)).alias(f"__bad{i}")
         for i, c in enumerate(checks)
