@@ -314,6 +314,36 @@ def cmd_upgrade_protocol(spark, args: argparse.Namespace) -> int:  # noqa: ANN00
     return 0
 
 
+def cmd_delete(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from deltaspark.table import DeltaTable
+
+    result = DeltaTable.forPath(spark, args.path).delete(args.condition)
+    if result is None:
+        print("No file can hold a matching row; nothing committed")
+        return 0
+    m = result.metrics
+    print(
+        f"Committed version {result.version} (DELETE): {m['numDeletedRows']:,} row(s) deleted, "
+        f"{m['numRemovedFiles']:,} file(s) removed, {m['numAddedFiles']:,} rewritten"
+    )
+    return 0
+
+
+def cmd_restore(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from deltaspark.table import DeltaTable
+
+    table = DeltaTable.forPath(spark, args.path)
+    if args.version is not None:
+        metrics = table.restoreToVersion(args.version).first().asDict()
+    elif args.timestamp is not None:
+        metrics = table.restoreToTimestamp(args.timestamp).first().asDict()
+    else:
+        raise InvalidArgumentError("Give --version or --timestamp to restore to")
+    version = table.snapshot().version
+    print(f"Committed version {version} (RESTORE): " + ", ".join(f"{k}={v:,}" for k, v in metrics.items()))
+    return 0
+
+
 def _add_version_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--version", type=int, help="read the table at this version")
@@ -399,6 +429,18 @@ def build_parser() -> argparse.ArgumentParser:
     upgrade.add_argument("reader", type=int)
     upgrade.add_argument("writer", type=int)
     upgrade.set_defaults(func=cmd_upgrade_protocol)
+
+    delete = commands.add_parser(
+        "delete", help="delete the rows matching a SQL condition (all rows without one)"
+    )
+    delete.add_argument("path")
+    delete.add_argument("condition", nargs="?", help="e.g. \"region = 'eu' AND amount < 0\"")
+    delete.set_defaults(func=cmd_delete)
+
+    restore = commands.add_parser("restore", help="restore the table to an earlier version (one new commit)")
+    restore.add_argument("path")
+    _add_version_options(restore)
+    restore.set_defaults(func=cmd_restore)
 
     demo = commands.add_parser("demo", help="build a sample table and run the other commands on it")
     demo.add_argument("--path", help="folder to build the sample table in (default: a new temp folder)")

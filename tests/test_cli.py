@@ -93,7 +93,8 @@ def test_version_and_help_name_everything(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     commands = ("describe", "files", "history", "checkpoint", "cleanup", "set-properties")
-    for command in (*commands, "unset-properties", "add-feature", "upgrade-protocol", "demo"):
+    more = ("unset-properties", "add-feature", "upgrade-protocol", "delete", "restore", "demo")
+    for command in (*commands, *more):
         assert re.search(rf"\n    {command}\s", out), command
     assert "--version" in out
 
@@ -150,3 +151,21 @@ def test_table_changes_from_the_command_line(spark, small_table, capsys):
     assert main(["describe", path, "--json"]) == 0
     facts = json.loads(capsys.readouterr().out)
     assert facts["version"] == 5 and "changeDataFeed" in facts["tableFeatures"]
+
+
+def test_delete_and_restore_from_the_command_line(spark, tmp_path, capsys):
+    from deltaspark.table import write
+
+    path = str(tmp_path / "t")
+    write(spark.createDataFrame([(1, "a"), (2, "b")], "id long, p string").coalesce(1), path)
+    assert main(["delete", path, "id = 1"]) == 0
+    assert (
+        "Committed version 1 (DELETE): 1 row(s) deleted, 1 file(s) removed, 1 rewritten"
+        in capsys.readouterr().out
+    )
+    assert main(["delete", path, "id = 99"]) == 0
+    assert "nothing committed" in capsys.readouterr().out
+    assert main(["restore", path, "--version", "0"]) == 0
+    assert "Committed version 2 (RESTORE): table_size_after_restore=" in capsys.readouterr().out
+    assert main(["restore", path]) == 2
+    assert "--version or --timestamp" in capsys.readouterr().err
