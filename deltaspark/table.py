@@ -395,11 +395,14 @@ def write(
     txnVersion: int | None = None,
     userMetadata: str | None = None,
     properties: dict[str, str] | None = None,
+    mergeSchema: bool = False,
+    overwriteSchema: bool = False,
 ) -> CommitResult | None:
     """Write a DataFrame to the Delta table at `path` (created if absent): `mode` is append,
     overwrite (with `replaceWhere` over partition columns: replace only those partitions),
-    error/errorifexists or ignore. `txnAppId`/`txnVersion` make the write idempotent. Returns the
-    commit, or None when nothing was committed."""
+    error/errorifexists or ignore. `txnAppId`/`txnVersion` make the write idempotent;
+    `mergeSchema` adds new columns; `overwriteSchema` (overwrite) replaces schema and partitioning.
+    Returns the commit, or None when nothing was committed."""
     spark = df.sparkSession
     table = DeltaTable(spark, path)
     result = write_rows(
@@ -415,5 +418,7 @@ def write(
         txnVersion,
         userMetadata,
         properties,
+        mergeSchema,
+        overwriteSchema,
     )
     return table._after_commit(result)

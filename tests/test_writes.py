@@ -459,3 +459,29 @@ def test_delete_with_change_data_feed_writes_change_files(spark, tmp_path):
     changes = table.changes(startingVersion=2).select("id", "_change_type").collect()
     assert [tuple(r) for r in changes] == [(3, "delete")]
     check_table(path)
+
+
+def test_merge_schema_and_overwrite_schema(spark, tmp_path):
+    path = tmp_path / "t"
+    write(spark.createDataFrame([(1, "a")], "id long, p string"), str(path), partitionBy=["p"])
+    wider = spark.createDataFrame([(2, "b", 2.5)], "id long, p string, score double")
+    with pytest.raises(InvalidArgumentError, match="mergeSchema=True"):
+        write(wider, str(path))
+    write(wider, str(path), mergeSchema=True)
+    table = DeltaTable.forPath(spark, str(path))
+    assert table.snapshot().schema.fieldNames() == ["id", "p", "score"]
+    assert _rows_of(table.toDF()) == [(1, "a", None), (2, "b", 2.5)] == _delta_rs_rows(path)
+    with pytest.raises(InvalidArgumentError, match="cannot change column `score`"):
+        write(
+            spark.createDataFrame([(3, "c", "x")], "id long, p string, score string"),
+            str(path),
+            mergeSchema=True,
+        )
+    replaced = spark.createDataFrame([("x", 1)], "name string, n int")
+    with pytest.raises(InvalidArgumentError, match="overwriteSchema needs"):
+        write(replaced, str(path), overwriteSchema=True)
+    write(replaced, str(path), mode="overwrite", overwriteSchema=True, partitionBy=["n"])
+    snapshot = table.snapshot()
+    assert snapshot.schema.fieldNames() == ["name", "n"] and snapshot.partitionColumns == ["n"]
+    assert _rows_of(table.toDF()) == [("x", 1)] == _delta_rs_rows(path)
+    check_table(path)

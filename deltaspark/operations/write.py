@@ -15,7 +15,7 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -118,7 +118,7 @@ def conform(df: DataFrame, schema: StructType, table_path: str) -> DataFrame:
     if extra:
         raise InvalidArgumentError(
             f"The DataFrame has column(s) {', '.join(extra)} that {table_path} does not have "
-            "(schema evolution is not supported yet: add the columns to the table first)"
+            "(pass mergeSchema=True to add them to the table)"
         )
     columns: list[Column] = []
     for field in schema.fields:
@@ -175,6 +175,29 @@ def _strip(value: Any) -> Any:
     if isinstance(value, list):
         return [_strip(v) for v in value]
     return value
+
+
+def merge_schemas(table: StructType, incoming: StructType, table_path: str) -> StructType:
+    """The table's schema with the DataFrame's new top-level columns appended (nullable), as
+    `mergeSchema` does; a column whose type would have to change is refused by name."""
+    by_name = {f.name.lower(): f for f in table.fields}
+    for field in incoming.fields:
+        existing = by_name.get(field.name.lower())
+        if existing is None:
+            continue
+        same = existing.dataType == field.dataType or _same_shape(existing.dataType, field.dataType)
+        if not same and not _widens(field.dataType, existing.dataType):
+            raise InvalidArgumentError(
+                f"mergeSchema cannot change column `{existing.name}` of {table_path} from "
+                f"{existing.dataType.simpleString()} to {field.dataType.simpleString()} (only new top-level "
+                "columns are added)"
+            )
+    added = [
+        StructField(f.name, f.dataType, True, f.metadata)
+        for f in incoming.fields
+        if f.name.lower() not in by_name
+    ]
+    return StructType([*table.fields, *added])
 
 
 def check_writable_rows(protocol: Protocol, metadata: Metadata, table_path: str) -> None:
@@ -335,10 +358,16 @@ def write(
     txnVersion: int | None = None,
     userMetadata: str | None = None,
     properties: dict[str, str] | None = None,
+    mergeSchema: bool = False,
+    overwriteSchema: bool = False,
 ) -> CommitResult | None:
     """Write `df` to the table (created when `snapshot` is None); None when nothing was committed
-    (`ignore` on an existing table, or an idempotent write already applied)."""
+    (`ignore` on an existing table, or an idempotent write already applied). `mergeSchema` adds the
+    DataFrame's new columns to the table; `overwriteSchema` (with mode overwrite) replaces the
+    schema and partitioning."""
     mode = mode.lower()
+    if overwriteSchema and (mode != "overwrite" or replaceWhere is not None):
+        raise InvalidArgumentError("overwriteSchema needs mode='overwrite' without replaceWhere")
     if mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if (txnAppId is None) != (txnVersion is None):
@@ -382,6 +411,27 @@ def write(
         txn.updateMetadata(metadata)
     else:
         metadata, protocol = snapshot.metadata, snapshot.protocol
+        if overwriteSchema:
+            new_schema = StructType(
+                [StructField(f.name, f.dataType, True, f.metadata) for f in df.schema.fields]
+            )
+            partition_by = list(partitionBy if partitionBy is not None else metadata.partitionColumns)
+            missing = [
+                c for c in partition_by if c.lower() not in {f.name.lower() for f in new_schema.fields}
+            ]
+            if missing:
+                raise InvalidArgumentError(
+                    f"partitionBy names column(s) {', '.join(missing)} not in the DataFrame"
+                )
+            metadata = replace(metadata, schemaString=new_schema.json(), partitionColumns=tuple(partition_by))
+            partitionBy = None
+        elif mergeSchema:
+            merged = merge_schemas(metadata.schema(table_path), df.schema, table_path)
+            metadata = replace(metadata, schemaString=merged.json())
+        if metadata is not snapshot.metadata:
+            protocol = required_protocol(protocol, features_for_schema(metadata.schema(table_path)))
+            txn.updateProtocol(protocol)
+            txn.updateMetadata(metadata)
         if partitionBy and [c.lower() for c in partitionBy] != [c.lower() for c in metadata.partitionColumns]:
             raise InvalidArgumentError(
                 f"{table_path} is partitioned by {list(metadata.partitionColumns)}; "
