@@ -344,6 +344,19 @@ def cmd_restore(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     return 0
 
 
+def cmd_convert(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from deltaspark.table import DeltaTable
+
+    table = DeltaTable.convertToDelta(spark, f"parquet.`{args.path}`", args.partition_schema)
+    snapshot = table.snapshot()
+    facts = snapshot.summary()
+    print(
+        f"{args.path} is a Delta table at version {snapshot.version}: {facts['numFiles']:,} file(s), "
+        f"{_human_bytes(facts['sizeInBytes'])}, partitioned by {snapshot.partitionColumns or 'nothing'}"
+    )
+    return 0
+
+
 def _add_version_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--version", type=int, help="read the table at this version")
@@ -441,6 +454,11 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("path")
     _add_version_options(restore)
     restore.set_defaults(func=cmd_restore)
+
+    conv = commands.add_parser("convert", help="convert a parquet directory to a Delta table in place")
+    conv.add_argument("path")
+    conv.add_argument("--partition-schema", help='partition columns as DDL, e.g. "day DATE, region STRING"')
+    conv.set_defaults(func=cmd_convert)
 
     demo = commands.add_parser("demo", help="build a sample table and run the other commands on it")
     demo.add_argument("--path", help="folder to build the sample table in (default: a new temp folder)")

@@ -27,6 +27,7 @@ from deltaspark.maintenance.checkpoint_writer import (
 from deltaspark.maintenance.log_cleanup import LogCleanupResult, cleanup_log
 from deltaspark.maintenance.post_commit import checkpoint_if_due
 from deltaspark.operations import table_changes
+from deltaspark.operations.convert import convert, parse_identifier
 from deltaspark.operations.delete import delete as delete_rows
 from deltaspark.operations.restore import restore
 from deltaspark.operations.write import write as write_rows
@@ -190,6 +191,25 @@ class DeltaTable:
     def create(cls, spark: SparkSession) -> DeltaTableBuilder:
         """A builder that creates a new table (fails if one exists), as in delta-spark."""
         return DeltaTableBuilder(spark, "create")
+
+    @classmethod
+    @eager
+    def convertToDelta(
+        cls, spark: SparkSession, identifier: str, partitionSchema: str | StructType | None = None
+    ) -> DeltaTable:
+        """Convert the parquet directory ``parquet.`path` `` to a Delta table in place (one commit;
+        files described on the executors). A Delta table already there is returned as it is."""
+        path = parse_identifier(identifier)
+        table = cls(spark, path)
+        if table._latest_or_none() is not None:
+            return table
+        schema = partitionSchema
+        if isinstance(schema, str):
+            schema = (
+                StructType.fromDDL(schema) if hasattr(StructType, "fromDDL") else _parse_schema(spark, schema)
+            )
+        table._after_commit(convert(spark, table._storage, table._path, schema))
+        return table
 
     @classmethod
     def createIfNotExists(cls, spark: SparkSession) -> DeltaTableBuilder:
@@ -378,6 +398,10 @@ class DeltaTableBuilder:
         )
         table._after_commit(result)
         return table
+
+
+def _parse_schema(spark: SparkSession, ddl: str) -> StructType:
+    return spark.createDataFrame([], ddl).schema
 
 
 def _parse_type(spark: SparkSession, ddl: str) -> DataType:

@@ -93,7 +93,7 @@ def test_version_and_help_name_everything(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     commands = ("describe", "files", "history", "checkpoint", "cleanup", "set-properties")
-    more = ("unset-properties", "add-feature", "upgrade-protocol", "delete", "restore", "demo")
+    more = ("unset-properties", "add-feature", "upgrade-protocol", "delete", "restore", "convert", "demo")
     for command in (*commands, *more):
         assert re.search(rf"\n    {command}\s", out), command
     assert "--version" in out
@@ -169,3 +169,7 @@ def test_delete_and_restore_from_the_command_line(spark, tmp_path, capsys):
     assert "Committed version 2 (RESTORE): table_size_after_restore=" in capsys.readouterr().out
     assert main(["restore", path]) == 2
     assert "--version or --timestamp" in capsys.readouterr().err
+    plain = tmp_path / "plain"
+    spark.createDataFrame([(1, "a")], "id long, p string").write.partitionBy("p").parquet(str(plain))
+    assert main(["convert", str(plain), "--partition-schema", "p STRING"]) == 0
+    assert "is a Delta table at version 0: 1 file(s)" in capsys.readouterr().out

@@ -485,3 +485,41 @@ def test_merge_schema_and_overwrite_schema(spark, tmp_path):
     assert snapshot.schema.fieldNames() == ["name", "n"] and snapshot.partitionColumns == ["n"]
     assert _rows_of(table.toDF()) == [("x", 1)] == _delta_rs_rows(path)
     check_table(path)
+
+
+def test_convert_to_delta(spark, tmp_path):
+    path = tmp_path / "my table"  # a space: file URIs are encoded, the root is not
+    rows = [(1, "x y", dt.date(2024, 1, 1)), (2, "z", dt.date(2024, 1, 2)), (3, None, dt.date(2024, 1, 2))]
+    df = spark.createDataFrame(rows, "id long, s string, day date")
+    df.write.partitionBy("day").parquet(str(path))
+    with pytest.raises(InvalidArgumentError, match="partition schema"):
+        DeltaTable.convertToDelta(spark, f"parquet.`{path}`")
+    assert not (path / "_delta_log").exists() or not list((path / "_delta_log").glob("*.json"))
+    table = DeltaTable.convertToDelta(spark, f"parquet.`{path}`", "day DATE")
+    snapshot = table.snapshot()
+    assert snapshot.version == 0 and snapshot.partitionColumns == ["day"]
+    assert _rows_of(table.toDF().select("id", "s", "day")) == _sorted(rows)
+    assert _rows_of(spark.createDataFrame(_delta_rs_rows(path), "id long, s string, day date")) == _sorted(
+        rows
+    )
+    files = snapshot.files().select("partitionValues", "stats_parsed.numRecords").collect()
+    assert sum(r[1] for r in files) == 3 and {r[0]["day"] for r in files} == {
+        "2024-01-01",
+        "2024-01-02",
+    }
+    assert [r["operation"] for r in table.history().collect()] == ["CONVERT"]
+    assert DeltaTable.convertToDelta(spark, f"parquet.`{path}`").snapshot().version == 0  # already Delta
+    check_table(path)
+
+
+def test_convert_unpartitioned_pyarrow_files(spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t"
+    path.mkdir()
+    pq.write_table(pa.table({"a": [1, 2], "b": ["x", "y"]}), path / "one.parquet")
+    pq.write_table(pa.table({"a": [3], "c": [1.5]}), path / "two.parquet")  # schemas are merged
+    table = DeltaTable.convertToDelta(spark, str(path))
+    assert table.snapshot().schema.fieldNames() == ["a", "b", "c"]
+    assert _rows_of(table.toDF()) == [(1, "x", None), (2, "y", None), (3, None, 1.5)] == _delta_rs_rows(path)

@@ -251,23 +251,48 @@ def write_data_files(
     log.info("Writing data files to %s", out)
     writer.parquet(out)
 
-    # Read the files back once: statistics per file, and every rule the rows must satisfy.
+    relative = F.concat(F.lit(write_id + "/"), F.regexp_extract("__file", "/" + write_id + "/(.*)$", 1))
+    checks = (checks_of(schema, configuration) if check_rows else []) + list(extra_checks)
+    return describe_files(spark, out, data_fields, fields, configuration, checks, relative, table_root)
+
+
+def describe_files(
+    spark: SparkSession,
+    location: str,
+    data_fields: list[StructField],
+    fields: list[StructField],
+    configuration: dict[str, str],
+    checks: list[Check],
+    relative: Column,
+    table_root: str,
+    reserialize: bool = False,
+) -> tuple[DataFrame, DataFrame]:
+    """Read the parquet files under `location` once: `add` actions with statistics per file, after
+    checking every rule in `checks`. Partition directories are read as strings; `reserialize`
+    parses them as their types and writes them back in the protocol's form (for directories
+    written by other tools). `relative` turns `__file` (the file's URI) into the add path."""
     read_schema = StructType(
         [StructField(f.name, f.dataType, True) for f in data_fields]
         + [StructField(f.name, StringType(), True) for f in fields]
     )
-    written = spark.read.schema(read_schema).option("basePath", out).parquet(out)
-    typed = written.select(
+    files = spark.read.schema(read_schema).option("basePath", location).parquet(location)
+    typed = files.select(
         *[F.col(f"`{f.name}`") for f in data_fields],
         *[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in fields],
-        *[F.col(f"`{f.name}`").alias(f"__pv_{i}") for i, f in enumerate(fields)],
+        *[
+            (
+                serialize_partition_value(F.col(f"`{f.name}`").cast(f.dataType), f.dataType)
+                if reserialize
+                else F.col(f"`{f.name}`")
+            ).alias(f"__pv_{i}")
+            for i, f in enumerate(fields)
+        ],
         F.col("_metadata.file_path").alias("__file"),
         F.col("_metadata.file_size").alias("__size"),
         F.unix_millis(F.col("_metadata.file_modification_time")).alias("__mtime"),
     )
     leaves = indexed_leaves(StructType(data_fields), configuration)
     aggs, meaning = stats_aggregates(leaves)
-    checks = (checks_of(schema, configuration) if check_rows else []) + list(extra_checks)
     violations = [
         F.sum(F.when(F.coalesce(F.expr(c.expression), F.lit(False)), 0).otherwise(1)).alias(f"__bad{i}")
         for i, c in enumerate(checks)
@@ -288,7 +313,6 @@ def write_data_files(
             raise InvariantViolationError(
                 f"Rows written to {table_root} violate {detail}; nothing was committed"
             )
-    relative = F.concat(F.lit(write_id + "/"), F.regexp_extract("__file", "/" + write_id + "/(.*)$", 1))
     partition_values = (
         F.create_map(*[x for i, f in enumerate(fields) for x in (F.lit(f.name), F.col(f"__pv_{i}"))])
         if fields
