@@ -20,6 +20,7 @@ from deltaspark.features.deletion_vectors import dv_unique_id
 from deltaspark.features.enablement import required_protocol
 from deltaspark.log.paths import canonical_path
 from deltaspark.operations.write import removes_of
+from deltaspark.read.scan import escape_glob
 from deltaspark.snapshot import Snapshot
 from deltaspark.spark_compat import read_paths
 from deltaspark.storage import Storage
@@ -38,7 +39,9 @@ def _check_exist(spark: SparkSession, files: DataFrame, root: str) -> None:
     if not paths:
         return
     try:
-        found = read_paths(spark, spark.read.format("binaryFile"), "load", paths).select("path").count()
+        # Resolving the relation checks that every named file exists (in parallel, in the JVM);
+        # nothing is read (an empty file would not even yield a row, so rows are not counted).
+        read_paths(spark, spark.read.format("binaryFile"), "load", [escape_glob(p) for p in paths])
     except Exception as exc:  # Spark names the first missing path
         text = str(exc)
         if "PATH_NOT_FOUND" in text or "does not exist" in text:
@@ -47,8 +50,6 @@ def _check_exist(spark: SparkSession, files: DataFrame, root: str) -> None:
                 missing, "RESTORE would reference a data file that no longer exists (was it vacuumed?)"
             ) from exc
         raise
-    if found < len(set(paths)):
-        raise MissingDataFileError(root, f"{len(set(paths)) - found} file(s) to restore no longer exist")
 
 
 def restore(

@@ -61,7 +61,7 @@ def _col(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def _escape_glob(path: str) -> str:
+def escape_glob(path: str) -> str:
     """Spark treats read paths as globs; data file names may contain glob characters."""
     return "".join("\\" + ch if ch in _GLOB_CHARS else ch for ch in path)
 
@@ -173,7 +173,7 @@ def deleted_rows(snapshot: Any, dv_files: DataFrame, by_dv: bool = False) -> Dat
             contents = (
                 spark.read.format("binaryFile")
                 .options(**_STRICT)
-                .load([_escape_glob(loc) for _, _, loc in locations])
+                .load([escape_glob(loc) for _, _, loc in locations])
                 .select(canonical_path(F.col("path"), root).alias("location"), "content")
             )
         except Exception as exc:
@@ -348,7 +348,7 @@ def _read_native(
                 spark,
                 spark.read.options(**_STRICT).schema(read_schema),
                 "parquet",
-                [_escape_glob(p) for p in locations],
+                [escape_glob(p) for p in locations],
             )
         except Exception as exc:
             missing = re.search(r"Path does not exist: (\S+?)\.?(\s|$)", str(exc))
