@@ -177,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--ops", default="append,restore,checksum_full", help="operations to run")
     parser.add_argument("--out", default=None)
     parser.add_argument("--worker", choices=["deltaspark", "deltars"], help=argparse.SUPPRESS)
     parser.add_argument("--op", help=argparse.SUPPRESS)
@@ -190,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = LogSpec(files=args.files, commits=args.commits)
     table = generate(workdir / "table", spec, touch=True)
     _touch_removed(Path(table.path), spec)
+    ops = set(args.ops.split(","))
     restore_to = args.restore_to if args.restore_to is not None else table.version // 2
     report: dict[str, Any] = {
         "date": dt.date.today().isoformat(),
@@ -206,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         ("deltars", "restore"),
         ("deltaspark", "checksum_full"),
     ):
+        if op not in ops:
+            continue
         cmd = [
             sys.executable,
             "-m",
