@@ -298,6 +298,15 @@ def test_properties_and_protocol(spark, tmp_path):
         "changeDataFeed",
         "generatedColumns",
     }
+    legacy.upgradeTableProtocol(3, 7)  # a reader upgrade adds no writer feature
+    upgraded = legacy.snapshot().protocol
+    assert upgraded.readerFeatures == () and set(upgraded.writerFeatures) == {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+    }
     assert deltalake.DeltaTable(path).protocol().reader_features == ["deletionVectors", "v2Checkpoint"]
     check_table(Path(path))
 

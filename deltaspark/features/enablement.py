@@ -63,14 +63,6 @@ PROPERTY_FEATURES: dict[str, tuple[str, str]] = {
 }
 FEATURE_PROPERTY_PREFIX = "delta.feature."
 
-LEGACY_WRITER = {
-    2: ("appendOnly", "invariants"),
-    3: ("checkConstraints",),
-    4: ("changeDataFeed", "generatedColumns"),
-    5: ("columnMapping",),
-    6: ("identityColumns",),
-}
-
 
 def features_for_properties(configuration: Mapping[str, str]) -> set[str]:
     """Features that `configuration` turns on, including `delta.feature.<name>=supported`."""

@@ -40,7 +40,7 @@ REFUSED_READER_FEATURES = {
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
 
-_LEGACY_WRITER_FEATURES = {
+LEGACY_WRITER_FEATURES = {
     2: ("appendOnly", "invariants"),
     3: ("checkConstraints",),
     4: ("changeDataFeed", "generatedColumns"),
@@ -85,7 +85,7 @@ class Protocol:
         if self.supportsWriterFeatures:
             features += list(self.writerFeatures or ())
         else:
-            for version, implied in _LEGACY_WRITER_FEATURES.items():
+            for version, implied in LEGACY_WRITER_FEATURES.items():
                 if self.minWriterVersion >= version:
                     features += implied
         return sorted(dict.fromkeys(features))

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from deltaspark.errors import InvalidArgumentError, MissingDataFileError
 from deltaspark.features.deletion_vectors import dv_unique_id
 from deltaspark.features.enablement import required_protocol
+from deltaspark.log import action_schemas as schemas
 from deltaspark.log.paths import canonical_path
 from deltaspark.operations.write import removes_of
 from deltaspark.read.scan import escape_glob
@@ -77,24 +78,10 @@ def restore(
     txn.updateProtocol(required_protocol(latest.protocol, target.protocol.tableFeatures))
     if target.metadata != latest.metadata:
         txn.updateMetadata(target.metadata)
-    add_fields = [
-        "path",
-        "partitionValues",
-        "size",
-        "modificationTime",
-        "stats",
-        "tags",
-        "deletionVector",
-        "baseRowId",
-        "defaultRowCommitVersion",
-        "clusteringProvider",
-    ]
+    # A re-added file is the target's `add` with dataChange set (the transaction orders the fields).
+    kept = [F.col(f.name) for f in schemas.ADD.fields if f.name != "dataChange"]
     adds = to_add.select(
-        F.struct(
-            *[F.col(n) for n in add_fields[:4]],
-            F.lit(True).alias("dataChange"),
-            *[F.col(n) for n in add_fields[4:]],
-        ).alias("add"),
+        F.struct(*kept, F.lit(True).alias("dataChange")).alias("add"),
         F.col("stats_parsed.numRecords").alias("num_records"),
     )
     txn.addFiles(adds)

@@ -24,7 +24,7 @@ from deltaspark.errors import (
 )
 from deltaspark.features.column_mapping import MAX_ID_KEY, MODE_KEY, assign_column_mapping
 from deltaspark.features.enablement import (
-    LEGACY_WRITER,
+    READER_WRITER_FEATURES,
     features_for_properties,
     features_for_schema,
     required_protocol,
@@ -190,34 +190,12 @@ def upgrade_protocol(
         )
     if (reader, writer) == (current.minReaderVersion, current.minWriterVersion):
         return None
-    features = set(current.tableFeatures)
     if writer < 7:
-        for version, implied in LEGACY_WRITER.items():
-            if writer >= version:
-                features.update(implied)
-        if reader >= 2:
-            features.add("columnMapping")
-        new = Protocol(reader, writer)
+        new = Protocol(reader, writer)  # legacy versions imply their features
     else:
-        for version, implied in LEGACY_WRITER.items():
-            if current.minWriterVersion >= version:
-                features.update(implied)
-        reader_features = tuple(
-            sorted(
-                f
-                for f in features
-                if f
-                in {
-                    "columnMapping",
-                    "deletionVectors",
-                    "timestampNtz",
-                    "typeWidening",
-                    "v2Checkpoint",
-                    "vacuumProtocolCheck",
-                    "variantType",
-                }
-            )
-        )
+        # Every feature the current protocol has, explicit or implied by its legacy versions.
+        features = set(current.tableFeatures)
+        reader_features = tuple(sorted(features & READER_WRITER_FEATURES))
         new = Protocol(reader, 7, reader_features if reader >= 3 else None, tuple(sorted(features)))
         if reader < 3 and reader_features and not (reader == 2 and reader_features == ("columnMapping",)):
             raise InvalidArgumentError(
