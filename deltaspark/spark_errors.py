@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -144,9 +145,12 @@ def translate(exc: BaseException, spark: Any = None, path: str = "") -> DeltaSpa
     if isinstance(exc, DeltaSparkError):
         return exc
     text = _text(exc)
-    if m := _OWN_DV.search(text):
+    # An analysis error is raised before anything runs: deltaspark's lazy messages in its text are
+    # templates in a printed plan, not failures (they must not turn a bug into "corrupt log").
+    runtime = not isinstance(exc, AnalysisException)
+    if runtime and (m := _OWN_DV.search(text)):
         return DeletionVectorError(m.group(1).strip())
-    if m := _OWN.search(text):
+    if runtime and (m := _OWN.search(text)):
         what, where, reason = m.group(1), m.group(2), m.group(3).strip()
         if what == CORRUPT_LOG:
             return CorruptLogError(where, reason)
@@ -184,7 +188,7 @@ def translate(exc: BaseException, spark: Any = None, path: str = "") -> DeltaSpa
         return CorruptDataFileError(where, _reason(text))
     if m := _NOT_FOUND.search(text):
         return _missing(m.group(1))
-    if m := _OWN_ANY.search(text):
+    if runtime and (m := _OWN_ANY.search(text)):
         return DeltaSparkError(m.group(0).strip())
     return None
 

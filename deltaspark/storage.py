@@ -110,6 +110,16 @@ class Storage(ABC):
         """Delete a file (or a directory with `recursive`); False when there was nothing to delete."""
         raise self._cannot_write("delete files")
 
+    def list_files_recursive(self, path: str) -> list[FileStatus]:
+        """Every file under `path` (empty when it does not exist); for small staging directories."""
+        raise self._cannot_write("list directories")
+
+    def decode_base64_to(self, src: str, dst: str) -> int:
+        """Create `dst` (never overwriting it) holding the bytes `src`'s base64 text encodes; returns
+        its size. The bytes stream through the driver's JVM: Spark's writers write text, not bytes,
+        so executors stage binary files (deletion vectors) as base64 text."""
+        raise self._cannot_write("write files")
+
 
 def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
     """File system failures (permission denied, no FileSystem for the scheme, ...) as deltaspark
@@ -265,6 +275,33 @@ class HadoopStorage(Storage):
     def delete(self, path: str, recursive: bool = False) -> bool:
         fs, jpath = self._fs_and_path(path)
         return bool(fs.delete(jpath, recursive))
+
+    @_named_errors
+    def list_files_recursive(self, path: str) -> list[FileStatus]:
+        fs, jpath = self._fs_and_path(path)
+        if not fs.exists(jpath):
+            return []
+        out, files = [], fs.listFiles(jpath, True)
+        while files.hasNext():
+            s = files.next()
+            out.append(
+                FileStatus(
+                    str(s.getPath().toString()),
+                    str(s.getPath().getName()),
+                    int(s.getLen()),
+                    int(s.getModificationTime()),
+                )
+            )
+        return out
+
+    @_named_errors
+    def decode_base64_to(self, src: str, dst: str) -> int:
+        fs, jsrc = self._fs_and_path(src)
+        dst_fs, jdst = self._fs_and_path(dst)
+        decoded = self._jvm.java.util.Base64.getMimeDecoder().wrap(fs.open(jsrc))
+        out = dst_fs.create(jdst, False)  # fails if it exists: a DV file is never overwritten
+        self._jvm.org.apache.hadoop.io.IOUtils.copyBytes(decoded, out, self._conf, True)
+        return int(dst_fs.getFileStatus(jdst).getLen())
 
 
 def _glob_escape(name: str) -> str:

@@ -52,6 +52,8 @@ def check_commit(table: Path, version: int) -> list[str]:
                     problems.append(f"add {add['path']} stats without numRecords")
             if row_tracking and ("baseRowId" not in add or "defaultRowCommitVersion" not in add):
                 problems.append(f"add {add['path']} lacks row tracking fields")
+            if add.get("deletionVector"):
+                problems += _dv_problems(table, add, protocol)
         if "remove" in action:
             remove = action["remove"]
             if "path" not in remove or "deletionTimestamp" not in remove or "dataChange" not in remove:
@@ -59,6 +61,48 @@ def check_commit(table: Path, version: int) -> list[str]:
         if "domainMetadata" in action and "domainMetadata" not in (protocol.get("writerFeatures") or []):
             problems.append("domainMetadata without the domainMetadata feature")
     return problems
+
+
+def _dv_problems(table: Path, add: dict, protocol: dict) -> list[str]:
+    """A DV descriptor and the bytes it points at, checked against the protocol's DV format."""
+    import struct
+    import uuid
+    import zlib
+
+    from pyroaring import BitMap64
+
+    from tests.reference_rows import _z85
+
+    dv, where = add["deletionVector"], f"add {add['path']} DV"
+    if "deletionVectors" not in (protocol.get("readerFeatures") or []):
+        return [f"{where} without the deletionVectors reader feature"]
+    stats = json.loads(add.get("stats") or "{}")
+    if not isinstance(stats.get("numRecords"), int):
+        return [f"{where}: a file with a DV must have numRecords"]
+    if stats.get("tightBounds") is not False:
+        return [f"{where}: stats must say tightBounds false"]
+    if dv["storageType"] != "u":
+        return []  # only on-disk UUID DVs are written by deltaspark
+    encoded = dv["pathOrInlineDv"]
+    prefix, name = encoded[:-20], f"deletion_vector_{uuid.UUID(bytes=_z85(encoded[-20:]))}.bin"
+    file = table / prefix / name
+    if not file.is_file():
+        return [f"{where}: {file} is missing"]
+    blob = file.read_bytes()
+    offset, size = dv["offset"], dv["sizeInBytes"]
+    if blob[0] != 1 or offset < 1:
+        return [f"{where}: format version {blob[0]}, offset {offset}"]
+    (stored,) = struct.unpack(">i", blob[offset : offset + 4])
+    data = blob[offset + 4 : offset + 4 + size]
+    (crc,) = struct.unpack(">I", blob[offset + 4 + size : offset + 8 + size])
+    if stored != size or crc != zlib.crc32(data):
+        return [f"{where}: size {stored} vs {size} or CRC mismatch"]
+    if struct.unpack("<I", data[:4])[0] != 1681511377:
+        return [f"{where}: not the portable RoaringBitmapArray magic"]
+    bitmap = BitMap64.deserialize(data[4:])
+    if len(bitmap) != dv["cardinality"] or (bitmap and bitmap.max() >= stats["numRecords"]):
+        return [f"{where}: cardinality {len(bitmap)} vs {dv['cardinality']} or row beyond numRecords"]
+    return []
 
 
 def _decoded(path: str) -> str:

@@ -9,6 +9,10 @@ Inline DVs are Z85-encoded in the log.
 
 Errors are `DeletionVectorError`s whose message starts with `deltaspark:` and names the data file
 and the DV: raised inside a Spark task, that message is all that reaches the user.
+
+Writing (`dv_file_encoder`): each Spark task turns its files' deleted row indexes into one DV file
+(`deletion_vector_<uuid>.bin`: the format version byte `1`, then one framed bitmap per data file)
+and the descriptors that point into it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 from deltaspark.errors import DeletionVectorError
 
+FILE_FORMAT_VERSION = 1  # first byte of a DV file
 PORTABLE_MAGIC = 1681511377  # little endian, portable 64-bit roaring format
 NATIVE_MAGIC = 1681511376  # big endian, older native layout
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
@@ -232,3 +237,150 @@ def _decode_row(row: dict[str, Any]):  # noqa: ANN202
         )
     except Exception as exc:  # any decoding failure, named
         raise contextualize(exc, row["file"], where) from exc
+
+
+def dv_file_name(file_id: uuid.UUID) -> str:
+    return f"deletion_vector_{file_id}.bin"
+
+
+def uuid_path_or_inline_dv(file_id: uuid.UUID, prefix: str = "") -> str:
+    """`pathOrInlineDv` of a `storageType = 'u'` DV: the random prefix and the Z85 of the UUID."""
+    return prefix + z85_encode(file_id.bytes)
+
+
+def wide_bounds(stats: str | None) -> str | None:
+    """`stats` JSON with top-level `tightBounds` set to false (a DV makes the bounds wide).
+
+    Only the top level is touched: the text is scanned for its top-level keys, so a column named
+    `tightBounds` inside `minValues` is left alone and numbers keep their exact spelling.
+    """
+    if stats is None or not stats.strip():
+        return stats
+    text = stats.strip()
+    if not text.startswith("{") or not text.endswith("}"):
+        raise DeletionVectorError(f"stats is not a JSON object: {text[:60]!r}")
+    members = _top_level_members(text)
+    kept = [text[a:b] for a, b, key in members if key != "tightBounds"]
+    return "{" + ",".join([*kept, '"tightBounds":false']) + "}"
+
+
+def _top_level_members(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, key) of each top-level `"key":value` member of a JSON object's text."""
+    members: list[tuple[int, int, str]] = []
+    depth, in_string, escaped = 0, False, False
+    start, key_end = 1, None
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+                if depth == 1 and key_end is None:
+                    key_end = i + 1
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                _close_member(text, start, i, key_end, members)
+        elif ch == "," and depth == 1:
+            _close_member(text, start, i, key_end, members)
+            start, key_end = i + 1, None
+    return members
+
+
+def _close_member(text: str, start: int, end: int, key_end: int | None, out: list) -> None:
+    import json
+
+    body = text[start:end].strip()
+    if not body:
+        return
+    if key_end is None:
+        raise DeletionVectorError(f"stats member without a key: {body[:60]!r}")
+    offset = len(text[start:end]) - len(text[start:end].lstrip())
+    key = json.loads(text[start + offset : key_end])
+    out.append((start + offset, start + offset + len(body), key))
+
+
+def dv_file_encoder(write_id: str, prefix: str = ""):  # noqa: ANN201 - a mapInArrow function
+    """The `mapInArrow` body that writes DVs: one DV file per task.
+
+    Input rows (sorted by `key` within the task): `key` (the data file's canonical path), `rows`
+    (array of deleted row indexes: the old DV's and the new ones), `stats`, `numRecords`. Output:
+    one row per data file with its descriptor (`pathOrInlineDv`, `offset`, `sizeInBytes`,
+    `cardinality`) and its stats with wide bounds, then one row per task with `key` null holding
+    the DV file (`content`, base64) and its `fileSize`. The file's UUID is derived from `write_id`
+    and the task's first key, so a recomputed task writes the same bytes under the same name.
+    """
+
+    def encode(batches):  # noqa: ANN001, ANN202
+        import base64
+
+        import pyarrow as pa
+        from pyroaring import BitMap64
+
+        schema = pa.schema(
+            [
+                ("key", pa.string()),
+                ("dvFile", pa.string()),
+                ("pathOrInlineDv", pa.string()),
+                ("offset", pa.int32()),
+                ("sizeInBytes", pa.int32()),
+                ("cardinality", pa.int64()),
+                ("stats", pa.string()),
+                ("content", pa.string()),
+                ("fileSize", pa.int64()),
+            ]
+        )
+        body = bytearray([FILE_FORMAT_VERSION])
+        file_id = None
+        for batch in batches:
+            columns = {name: [] for name in schema.names}
+            keys = batch.column("key").to_pylist()
+            rows = batch.column("rows")
+            stats = batch.column("stats").to_pylist()
+            counts = batch.column("numRecords").to_pylist()
+            for i, key in enumerate(keys):
+                if file_id is None:
+                    file_id = uuid.uuid5(uuid.NAMESPACE_URL, f"deltaspark-dv:{write_id}:{key}")
+                values = rows[i].values.to_numpy(zero_copy_only=False)
+                bitmap = BitMap64(values.tolist())
+                if counts[i] is not None and bitmap.max() >= counts[i]:
+                    raise DeletionVectorError(
+                        f"deltaspark: data file {key}: row index {bitmap.max()} is beyond its "
+                        f"numRecords {counts[i]}"
+                    )
+                data = struct.pack("<I", PORTABLE_MAGIC) + bitmap.serialize()
+                columns["key"].append(key)
+                columns["dvFile"].append(dv_file_name(file_id))
+                columns["pathOrInlineDv"].append(uuid_path_or_inline_dv(file_id, prefix))
+                columns["offset"].append(len(body))
+                columns["sizeInBytes"].append(len(data))
+                columns["cardinality"].append(len(bitmap))
+                columns["stats"].append(wide_bounds(stats[i]))
+                columns["content"].append(None)
+                columns["fileSize"].append(None)
+                body += frame(data)
+            yield pa.RecordBatch.from_pydict(columns, schema=schema)
+        if file_id is not None:
+            yield pa.RecordBatch.from_pydict(
+                {
+                    "key": [None],
+                    "dvFile": [dv_file_name(file_id)],
+                    "pathOrInlineDv": [None],
+                    "offset": [None],
+                    "sizeInBytes": [None],
+                    "cardinality": [None],
+                    "stats": [None],
+                    "content": [base64.b64encode(bytes(body)).decode("ascii")],
+                    "fileSize": [len(body)],
+                },
+                schema=schema,
+            )
+
+    return encode

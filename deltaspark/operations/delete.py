@@ -1,17 +1,19 @@
-"""DELETE: remove the rows matching a condition, as one commit (copy-on-write).
+"""DELETE: remove the rows matching a condition, as one commit.
 
 Files that cannot hold a matching row are skipped (partition values and statistics); files whose
 partition values alone decide the condition are removed whole, without reading them. The other
-candidate files are read, their remaining rows written as new files (same checks and statistics
-as any write) and the originals removed. Rows where the condition is NULL stay, as in SQL.
+candidate files are read once to find the files that really hold a matching row (rows where the
+condition is NULL stay, as in SQL), and only those change:
 
-With the change data feed on, the deleted rows of rewritten files are written as change data files
+- with deletion vectors (`delta.enableDeletionVectors` on a table supporting the feature), the
+  matching rows are marked deleted in a new DV per file (`deletion_vector_writer`); a file whose
+  every row is then deleted is removed instead;
+- otherwise (copy-on-write) the file's remaining rows are written as new files, with the same
+  checks and statistics as any write, and the original is removed.
+
+With the change data feed on, the deleted rows of changed files are written as change data files
 (`_change_data/`, `_change_type = 'delete'`) and recorded as `cdc` actions; when only whole files
 are removed the feed is derived from the `remove` actions, as the protocol allows.
-
-Deletion vectors are not produced yet (files are rewritten even when `delta.enableDeletionVectors`
-is on, which the protocol permits); tables with row tracking are refused by name, since rewritten
-rows would need their materialized row ids.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ import logging
 import time
 from typing import Any
 
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from deltaspark.errors import InvalidArgumentError, UnsupportedWriterFeatureError
+from deltaspark.errors import AppendOnlyTableError, InvalidArgumentError, UnsupportedWriterFeatureError
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
+from deltaspark.log.paths import canonical_path
+from deltaspark.operations.deletion_vector_writer import write_deletion_vectors
 from deltaspark.operations.write import check_writable_rows, removes_of, write_data_files
 from deltaspark.read.predicates import from_filter, references
 from deltaspark.read.scan import read_files
@@ -35,6 +39,8 @@ from deltaspark.transaction.transaction import CommitResult, Transaction
 
 log = logging.getLogger(__name__)
 
+FILE_COLUMN = "__deltaspark_file"  # the data file each read row came from (its `path` in the log)
+
 
 def _partition_only(condition: Any, partition_columns: list[str]) -> bool:
     used = references(from_filter(condition))
@@ -42,18 +48,24 @@ def _partition_only(condition: Any, partition_columns: list[str]) -> bool:
     return used is not None and bool(used) and {u.lower() for u in used} <= names
 
 
+def writes_deletion_vectors(snapshot: Snapshot) -> bool:
+    """Whether DML on this table marks rows deleted with DVs instead of rewriting files."""
+    enabled = snapshot.configuration.get("delta.enableDeletionVectors", "").strip().lower() == "true"
+    return enabled and snapshot.protocol.hasFeature("deletionVectors")
+
+
 def delete(
     spark: SparkSession, storage: Storage, table_path: str, snapshot: Snapshot, condition: Any = None
 ) -> CommitResult | None:
     """Delete the rows matching `condition` (a SQL string or Column; all rows when None)."""
+    started = time.time()
     metadata, protocol = snapshot.metadata, snapshot.protocol
     check_writable_rows(protocol, metadata, table_path)
-    if row_tracking_enabled(protocol, metadata) or protocol.hasFeature("rowTracking"):
-        raise UnsupportedWriterFeatureError(
-            f"Cannot delete from {table_path} yet: `rowTracking` needs the rewritten rows' materialized "
-            "row ids, which deltaspark does not write",
-            ["rowTracking"],
+    if metadata.configuration.get("delta.appendOnly", "").strip().lower() == "true":
+        raise AppendOnlyTableError(
+            f"Cannot delete from {table_path}: the table is append-only (delta.appendOnly=true)"
         )
+    use_dvs = writes_deletion_vectors(snapshot)
     now = int(time.time() * 1000)
     txn = Transaction(spark, storage, table_path, snapshot)
     parameters: dict[str, Any] = {"predicate": [str(condition)] if condition is not None else []}
@@ -62,11 +74,16 @@ def delete(
         "numAddedFiles": 0,
         "numDeletedRows": 0,
         "numCopiedRows": 0,
+        "numAddedChangeFiles": 0,
+        "numRemovedBytes": 0,
+        "numAddedBytes": 0,
+        "numDeletionVectorsAdded": 0,
+        "numDeletionVectorsRemoved": 0,
+        "numDeletionVectorsUpdated": 0,
     }
     if condition is None:
         txn.readWholeTable()
-        files = snapshot.files()
-        whole, partial = files, None
+        whole, partial = snapshot.files(), None
     else:
         if not isinstance(condition, (str, Column)):
             raise InvalidArgumentError("delete() takes the condition as a SQL string or a Column")
@@ -76,77 +93,238 @@ def delete(
             whole, partial = files, None  # the partition values decide every row of these files
         else:
             whole, partial = None, files
-    removed = whole if whole is not None else partial
-    assert removed is not None
-    txn.readFiles(removed)
-    counts = removed.agg(F.count(F.lit(1)), F.sum("stats_parsed.numRecords"), F.sum("size")).first()
-    if not counts[0]:
-        log.info("Nothing to delete from %s: no file can hold a matching row", table_path)
-        return None
-    metrics["numRemovedFiles"] = int(counts[0])
-    metrics["numRemovedBytes"] = int(counts[2] or 0)
-    txn.removeFiles(removes_of(removed, now))
-    cached = []
+    candidates = whole if whole is not None else partial
+    assert candidates is not None
+    # One row per candidate file, used by every step below: replay the log once, not per step.
+    candidates = candidates.persist()
+    if whole is not None:
+        whole = candidates
+    else:
+        partial = candidates
+    txn.readFiles(candidates)
+    cached: list[Any] = [candidates]
     try:
-        if partial is not None:
-            rows = read_files(snapshot, partial)
+        counts = candidates.agg(
+            F.count(F.lit(1)),
+            F.sum("stats_parsed.numRecords"),
+            F.sum("size"),
+            F.count(F.col("deletionVector")),
+            F.sum("deletionVector.cardinality"),
+            F.count(F.when(F.col("stats_parsed.numRecords").isNull(), 1)),
+        ).first()
+        if not counts[0]:
+            log.info("Nothing to delete from %s: no file can hold a matching row", table_path)
+            return None
+        if partial is None:
+            txn.removeFiles(removes_of(candidates, now))
+            metrics["numRemovedFiles"] = int(counts[0])
+            metrics["numRemovedBytes"] = int(counts[2] or 0)
+            metrics["numDeletedRows"] = int(counts[1] or 0) - int(counts[4] or 0)
+            metrics["numDeletionVectorsRemoved"] = int(counts[3] or 0)
+        else:
             expression = F.expr(condition) if isinstance(condition, str) else condition
             matches = F.coalesce(expression, F.lit(False))
-            schema = snapshot.schema
-            kept = rows.where(~matches).select(*[F.col(f"`{f.name}`") for f in schema.fields])
-            adds, per_file = write_data_files(
-                spark,
-                snapshot.tableRoot,
-                schema,
-                snapshot.partitionColumns,
-                snapshot.configuration,
-                kept,
-            )
-            cached.append(per_file)
-            txn.addFiles(adds)
-            written = adds.agg(F.count(F.lit(1)), F.sum("num_records"), F.sum("add.size")).first()
-            metrics["numAddedFiles"] = int(written[0] or 0)
-            metrics["numCopiedRows"] = int(written[1] or 0)
-            metrics["numAddedBytes"] = int(written[2] or 0)
-            deleted = rows.where(matches)
-            if snapshot.configuration.get("delta.enableChangeDataFeed", "").lower() == "true":
-                change_schema = StructType([*schema.fields, StructField("_change_type", StringType(), True)])
-                changes = deleted.select(
-                    *[F.col(f"`{f.name}`") for f in schema.fields], F.lit("delete").alias("_change_type")
+            if use_dvs and not counts[5]:
+                deleted = _mark_deleted(
+                    spark, storage, snapshot, txn, partial, int(counts[0]), matches, now, metrics, cached
                 )
-                cdc, cdc_files = write_data_files(
-                    spark,
-                    snapshot.tableRoot,
-                    change_schema,
-                    snapshot.partitionColumns,
-                    {"delta.dataSkippingNumIndexedCols": "0"},
-                    changes,
-                    directory="_change_data/",
-                    check_rows=False,
-                )
-                cached.append(cdc_files)
-                change_files = 0
-                for row in cdc.select(
-                    "add.path", "add.partitionValues", "add.size", "num_records"
-                ).collect():  # one per changed partition and task: few
-                    txn.addAction(
-                        {
-                            "cdc": {
-                                "path": row["path"],
-                                "partitionValues": dict(row["partitionValues"] or {}),
-                                "size": int(row["size"]),
-                                "dataChange": False,
-                            }
-                        }
-                    )
-                    metrics["numDeletedRows"] += int(row["num_records"])
-                    change_files += 1
-                metrics["numAddedChangeFiles"] = change_files
             else:
-                metrics["numDeletedRows"] = int(deleted.count())
-        else:
-            metrics["numDeletedRows"] = int(counts[1] or 0)
+                if use_dvs:
+                    log.info("Rewriting files of %s: some have no numRecords statistic for a DV", table_path)
+                deleted = _rewrite(spark, snapshot, txn, partial, matches, now, metrics, cached)
+            if deleted is None:
+                log.info("Nothing to delete from %s: no row matches", table_path)
+                return None
+            _record_changes(spark, snapshot, txn, deleted, metrics, cached)
+        metrics["executionTimeMs"] = int((time.time() - started) * 1000)
         return txn.commit("DELETE", parameters, metrics)
     finally:
         for frame in cached:
             frame.unpersist()
+
+
+def _read_candidates(snapshot: Snapshot, files: DataFrame) -> DataFrame:
+    """The rows of `files` (existing DVs applied), each with its position and its file's path."""
+    return read_files(
+        snapshot, files.withColumn(FILE_COLUMN, F.col("path")), carry=[FILE_COLUMN], keep_row_index=True
+    )
+
+
+def _touched(files: DataFrame, matched: DataFrame) -> DataFrame:
+    """The rows of `files` whose data file holds at least one matched row."""
+    paths = matched.select(F.col(FILE_COLUMN).alias("__touched")).distinct()
+    return files.join(paths, files["path"] == paths["__touched"], "left_semi")
+
+
+def _mark_deleted(
+    spark: SparkSession,
+    storage: Storage,
+    snapshot: Snapshot,
+    txn: Transaction,
+    candidates: DataFrame,
+    candidate_count: int,
+    matches: Column,
+    now: int,
+    metrics: dict[str, Any],
+    cached: list[Any],
+) -> DataFrame | None:
+    """Deletion vectors for the files holding matching rows; returns the deleted rows (for CDF)."""
+    rows = _read_candidates(snapshot, candidates)
+    matched = rows.where(matches)
+    update = write_deletion_vectors(
+        spark,
+        storage,
+        snapshot,
+        candidates,
+        matched.select(F.col(FILE_COLUMN).alias("path"), F.col("_row_index").alias("row_index")),
+        candidate_count,
+    )
+    cached.append(update)
+    root = snapshot.tableRoot
+    new = update.descriptors.select(
+        "key",
+        F.col("deletionVector").alias("__newDv"),
+        F.col("stats").alias("__newStats"),
+        F.col("newlyDeleted").alias("__newlyDeleted"),
+    )
+    changed = candidates.withColumn("key", canonical_path(F.col("path"), root)).join(new, "key")
+    emptied = F.col("__newDv.cardinality") >= F.col("stats_parsed.numRecords")
+    totals = changed.agg(
+        F.count(F.lit(1)),
+        F.count(F.when(emptied, 1)),
+        F.sum(F.when(emptied, F.col("size"))),
+        F.sum("__newlyDeleted"),
+        F.count(F.col("deletionVector")),
+        F.count(F.when(emptied & F.col("deletionVector").isNotNull(), 1)),
+    ).first()
+    if not totals[0]:
+        return None
+    txn.removeFiles(removes_of(changed, now))
+    add = F.struct(
+        F.col("path"),
+        F.col("partitionValues"),
+        F.col("size"),
+        F.col("modificationTime"),
+        F.lit(True).alias("dataChange"),
+        F.col("__newStats").alias("stats"),
+        F.col("tags"),
+        F.col("__newDv").alias("deletionVector"),
+        F.col("baseRowId"),
+        F.col("defaultRowCommitVersion"),
+        F.col("clusteringProvider"),
+    )
+    num_records = F.col("stats_parsed.numRecords").alias("num_records")
+    txn.addFiles(changed.where(~emptied).select(add.alias("add"), num_records))
+    changed_files, emptied_files = int(totals[0]), int(totals[1])
+    had_dv, emptied_with_dv = int(totals[4]), int(totals[5])
+    metrics["numRemovedFiles"] = emptied_files
+    metrics["numRemovedBytes"] = int(totals[2] or 0)
+    metrics["numDeletedRows"] = int(totals[3] or 0)
+    # delta-spark's definitions: "added" and "removed" both count the updated DVs too.
+    updated = had_dv - emptied_with_dv  # files that had a DV and get a new one
+    metrics["numDeletionVectorsAdded"] = changed_files - emptied_files
+    metrics["numDeletionVectorsUpdated"] = updated
+    metrics["numDeletionVectorsRemoved"] = had_dv
+    log.info(
+        "Deletion vectors for %d file(s) of %s (%d emptied and removed), %d row(s) deleted, in %d DV file(s)",
+        changed_files,
+        snapshot.tableRoot,
+        emptied_files,
+        metrics["numDeletedRows"],
+        update.dv_files,
+    )
+    return matched
+
+
+def _rewrite(
+    spark: SparkSession,
+    snapshot: Snapshot,
+    txn: Transaction,
+    candidates: DataFrame,
+    matches: Column,
+    now: int,
+    metrics: dict[str, Any],
+    cached: list[Any],
+) -> DataFrame | None:
+    """Copy-on-write: the files holding matching rows are rewritten without them."""
+    if row_tracking_enabled(snapshot.protocol, snapshot.metadata) or snapshot.protocol.hasFeature(
+        "rowTracking"
+    ):
+        raise UnsupportedWriterFeatureError(
+            f"Cannot delete from {snapshot.tableRoot} without deletion vectors yet: `rowTracking` needs "
+            "the rewritten rows' materialized row ids, which deltaspark does not write",
+            ["rowTracking"],
+        )
+    rows = _read_candidates(snapshot, candidates)
+    touched = _touched(candidates, rows.where(matches))
+    gone = touched.agg(
+        F.count(F.lit(1)), F.sum("size"), F.count(F.col("deletionVector")), F.sum("stats_parsed.numRecords")
+    ).first()
+    if not gone[0]:
+        return None
+    metrics["numRemovedFiles"] = int(gone[0])
+    metrics["numRemovedBytes"] = int(gone[1] or 0)
+    metrics["numDeletionVectorsRemoved"] = int(gone[2] or 0)
+    txn.removeFiles(removes_of(touched, now))
+    rows = _read_candidates(snapshot, touched)
+    schema = snapshot.schema
+    kept = rows.where(~matches).select(*[F.col(f"`{f.name}`") for f in schema.fields])
+    adds, per_file = write_data_files(
+        spark, snapshot.tableRoot, schema, snapshot.partitionColumns, snapshot.configuration, kept
+    )
+    cached.append(per_file)
+    txn.addFiles(adds)
+    written = adds.agg(F.count(F.lit(1)), F.sum("num_records"), F.sum("add.size")).first()
+    metrics["numAddedFiles"] = int(written[0] or 0)
+    metrics["numCopiedRows"] = int(written[1] or 0)
+    metrics["numAddedBytes"] = int(written[2] or 0)
+    return rows.where(matches)
+
+
+def _record_changes(
+    spark: SparkSession,
+    snapshot: Snapshot,
+    txn: Transaction,
+    deleted: DataFrame,
+    metrics: dict[str, Any],
+    cached: list[Any],
+) -> None:
+    """The deleted rows as change data files when the feed is on; else just their count."""
+    if snapshot.configuration.get("delta.enableChangeDataFeed", "").lower() != "true":
+        if not metrics["numDeletedRows"]:
+            metrics["numDeletedRows"] = int(deleted.count())
+        return
+    schema = snapshot.schema
+    change_schema = StructType([*schema.fields, StructField("_change_type", StringType(), True)])
+    changes = deleted.select(
+        *[F.col(f"`{f.name}`") for f in schema.fields], F.lit("delete").alias("_change_type")
+    )
+    cdc, cdc_files = write_data_files(
+        spark,
+        snapshot.tableRoot,
+        change_schema,
+        snapshot.partitionColumns,
+        {"delta.dataSkippingNumIndexedCols": "0"},
+        changes,
+        directory="_change_data/",
+        check_rows=False,
+    )
+    cached.append(cdc_files)
+    deleted_rows, change_files = 0, 0
+    for row in cdc.select("add.path", "add.partitionValues", "add.size", "num_records").collect():
+        # one per changed partition and task: few
+        txn.addAction(
+            {
+                "cdc": {
+                    "path": row["path"],
+                    "partitionValues": dict(row["partitionValues"] or {}),
+                    "size": int(row["size"]),
+                    "dataChange": False,
+                }
+            }
+        )
+        deleted_rows += int(row["num_records"])
+        change_files += 1
+    metrics["numAddedChangeFiles"] = change_files
+    if not metrics["numDeletedRows"]:
+        metrics["numDeletedRows"] = deleted_rows

@@ -1,0 +1,153 @@
+"""DELETE with deletion vectors: rows marked deleted in DV files, data files left in place.
+
+Every version written is read three ways: by deltaspark, by delta-rs's DataFusion reader (its
+`to_pyarrow_table` refuses DV tables, its query engine applies them) and by the tests' own
+plain-Python reader (`reference_rows`); `writer_rules` checks each DV's bytes against the protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from deltaspark import DeltaTable
+from deltaspark.errors import AppendOnlyTableError
+from deltaspark.table import write
+from tests.reference_rows import reference_rows
+from tests.writer_rules import check_commit, check_table
+
+deltalake = pytest.importorskip("deltalake")
+
+
+def _delta_rs_ids(path: Path, version: int | None = None, column: str = "id") -> list:
+    import pyarrow as pa
+    from deltalake import QueryBuilder
+
+    table = deltalake.DeltaTable(str(path), version=version)
+    result = QueryBuilder().register("t", table).execute(f"SELECT {column} FROM t").read_all()
+    return sorted(pa.table(result).column(column).to_pylist())
+
+
+def _ids(table: DeltaTable, version: int | None = None, column: str = "id") -> list:
+    return sorted(r[0] for r in table.snapshot(version=version).toDF().select(column).collect())
+
+
+def _commit(path: Path, version: int) -> list[dict]:
+    lines = (path / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_deletes_mark_rows_in_deletion_vectors(spark, tmp_path):
+    path = tmp_path / "t"
+    rows = spark.range(0, 20).selectExpr("id", "cast(id % 3 as string) AS p").coalesce(1)
+    write(rows, str(path), partitionBy=["p"], properties={"delta.enableDeletionVectors": "true"})
+    table = DeltaTable.forPath(spark, str(path))
+    paths_before = sorted(r["path"] for r in table.snapshot().files().collect())
+
+    first = table.delete("id % 4 = 0")  # 0, 12 | 4, 16 | 8: one DV in each partition's file
+    m = first.metrics
+    assert (m["numDeletionVectorsAdded"], m["numDeletionVectorsUpdated"], m["numDeletionVectorsRemoved"]) == (
+        3,
+        0,
+        0,
+    )
+    assert (m["numDeletedRows"], m["numRemovedFiles"], m["numAddedFiles"], m["numCopiedRows"]) == (5, 0, 0, 0)
+    files = table.snapshot().files().collect()
+    assert sorted(r["path"] for r in files) == paths_before  # no data file rewritten
+    assert {r["deletionVector"]["storageType"] for r in files} == {"u"}
+    assert len({r["deletionVector"]["pathOrInlineDv"] for r in files}) == 1  # one DV file per task
+    assert all(json.loads(r["stats"])["tightBounds"] is False for r in files)
+    assert len(list(path.glob("deletion_vector_*.bin"))) == 1
+    removes = [a["remove"] for a in _commit(path, 1) if "remove" in a]
+    assert len(removes) == 3 and all(r["dataChange"] and "deletionVector" not in r for r in removes)
+
+    second = table.delete("id = 5 OR id = 9")  # files that already have a DV: the old rows stay deleted
+    m = second.metrics
+    assert (m["numDeletionVectorsAdded"], m["numDeletionVectorsUpdated"], m["numDeletionVectorsRemoved"]) == (
+        2,
+        2,
+        2,
+    )
+    removes = [a["remove"] for a in _commit(path, 2) if "remove" in a]
+    assert all(r["deletionVector"]["storageType"] == "u" for r in removes)  # the old DV is named
+
+    emptied = table.delete("id IN (2, 11, 14, 17)")  # the rest of partition 2: its file goes
+    assert emptied.metrics["numRemovedFiles"] == 1 and emptied.metrics["numDeletionVectorsRemoved"] == 1
+    assert [a for a in _commit(path, 3) if "add" in a] == []
+    assert table.delete("id = 100") is None  # statistics: no file can hold it
+    assert table.delete("p = '1' AND id = 0") is None  # a candidate file, but no row matches
+
+    expected = {
+        0: list(range(20)),
+        1: [i for i in range(20) if i % 4],
+        2: [i for i in range(20) if i % 4 and i not in (5, 9)],
+        3: [1, 3, 6, 7, 10, 13, 15, 18, 19],
+    }
+    for version, ids in expected.items():
+        assert _ids(table, version) == ids == _delta_rs_ids(path, version), version
+    assert sorted(r["id"] for r in reference_rows(str(path))) == expected[3]
+    assert [r["operation"] for r in table.history().collect()][:3] == ["DELETE"] * 3
+    check_table(path)
+
+
+def test_a_delta_spark_table_with_deletion_vectors(spark, tmp_path, conformance):
+    path = tmp_path / "t"
+    shutil.copytree(conformance / "table-with-dv-small", path)
+    table = DeltaTable.forPath(spark, str(path))
+    before = _ids(table, column="value")
+    result = table.delete("value % 2 = 0")
+    assert result.metrics["numDeletionVectorsUpdated"] == 1  # the file delta-spark gave a DV
+    after = [v for v in before if v % 2]
+    assert _ids(table, column="value") == after == _delta_rs_ids(path, column="value")
+    assert sorted(r["value"] for r in reference_rows(str(path))) == after
+    assert check_commit(path, result.version) == []
+
+
+def test_row_ids_survive_a_deletion_vector_delete(spark, tmp_path):
+    path = tmp_path / "t"
+    write(
+        spark.range(0, 6).coalesce(1),
+        str(path),
+        properties={"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"},
+    )
+    table = DeltaTable.forPath(spark, str(path))
+
+    def row_ids():
+        frame = table.toDF(rowTracking=True).select("id", "_metadata.row_id", "_metadata.row_commit_version")
+        return {r[0]: (r[1], r[2]) for r in frame.collect()}
+
+    before = row_ids()
+    table.delete("id IN (1, 4)")
+    assert row_ids() == {k: v for k, v in before.items() if k not in (1, 4)}
+    assert table.snapshot().rowIdHighWaterMark == 5  # no new row ids: no rows were written
+    check_table(path)
+
+
+def test_change_data_feed_of_a_deletion_vector_delete(spark, tmp_path):
+    path = tmp_path / "t"
+    write(
+        spark.range(0, 5).coalesce(1),
+        str(path),
+        properties={"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"},
+    )
+    table = DeltaTable.forPath(spark, str(path))
+    result = table.delete("id >= 3")
+    assert result.metrics["numAddedChangeFiles"] == 1 and result.metrics["numDeletedRows"] == 2
+    changes = table.changes(startingVersion=1).select("id", "_change_type").collect()
+    assert sorted(tuple(r) for r in changes) == [(3, "delete"), (4, "delete")]
+    check_table(path)
+
+
+def test_append_only_tables_refuse_deletes(spark, tmp_path):
+    path = tmp_path / "t"
+    write(
+        spark.range(0, 3),
+        str(path),
+        properties={"delta.enableDeletionVectors": "true", "delta.appendOnly": "true"},
+    )
+    with pytest.raises(AppendOnlyTableError):
+        DeltaTable.forPath(spark, str(path)).delete("id = 1")
+    assert not list(path.glob("deletion_vector_*.bin"))  # refused before any work
