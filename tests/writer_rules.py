@@ -24,7 +24,8 @@ def check_commit(table: Path, version: int) -> list[str]:
     if kinds.count("commitInfo") > 1 or kinds.count("protocol") > 1 or kinds.count("metaData") > 1:
         problems.append("more than one commitInfo, protocol or metaData action")
     protocol, metadata = _state_at(table, version)
-    partitions = metadata["partitionColumns"]
+    physical = _physical_names(protocol, metadata)
+    partitions = [physical.get(c, c) for c in metadata["partitionColumns"]]
     ict = protocol is not None and "inCommitTimestamp" in (protocol.get("writerFeatures") or [])
     enabled = metadata.get("configuration", {}).get("delta.enableInCommitTimestamps") == "true"
     if ict and enabled and (kinds[0] != "commitInfo" or "inCommitTimestamp" not in actions[0]["commitInfo"]):
@@ -50,6 +51,9 @@ def check_commit(table: Path, version: int) -> list[str]:
                 stats = json.loads(add["stats"])
                 if not isinstance(stats.get("numRecords"), int):
                     problems.append(f"add {add['path']} stats without numRecords")
+                named = set(stats.get("minValues", {})) | set(stats.get("nullCount", {}))
+                if physical and not named <= set(physical.values()):
+                    problems.append(f"add {add['path']} stats name {sorted(named)}, not physical names")
             if row_tracking and ("baseRowId" not in add or "defaultRowCommitVersion" not in add):
                 problems.append(f"add {add['path']} lacks row tracking fields")
             if add.get("deletionVector"):
@@ -61,6 +65,16 @@ def check_commit(table: Path, version: int) -> list[str]:
         if "domainMetadata" in action and "domainMetadata" not in (protocol.get("writerFeatures") or []):
             problems.append("domainMetadata without the domainMetadata feature")
     return problems
+
+
+def _physical_names(protocol: dict, metadata: dict) -> dict[str, str]:
+    """Top-level logical name -> physical name under column mapping (empty without it)."""
+    mode = metadata.get("configuration", {}).get("delta.columnMapping.mode", "none")
+    features = set(protocol.get("readerFeatures") or [])
+    if mode == "none" or not (protocol.get("minReaderVersion") == 2 or "columnMapping" in features):
+        return {}
+    fields = json.loads(metadata["schemaString"])["fields"]
+    return {f["name"]: f["metadata"]["delta.columnMapping.physicalName"] for f in fields}
 
 
 def _dv_problems(table: Path, add: dict, protocol: dict) -> list[str]:

@@ -14,6 +14,7 @@ from deltaspark.features.protocol import Protocol
 from deltaspark.features.schema import map_fields
 
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
+FIELD_ID_KEY = "parquet.field.id"  # Spark's struct-field metadata key for parquet field ids
 ID_KEY = "delta.columnMapping.id"
 MODE_KEY = "delta.columnMapping.mode"
 MODES = ("none", "name", "id")
@@ -38,6 +39,42 @@ def physical_type(data_type: DataType, mode: str) -> DataType:
     return map_fields(data_type, lambda f: physical_name(f, mode))
 
 
+def with_field_ids(data_type: DataType) -> DataType:
+    """Attach `parquet.field.id` (from `delta.columnMapping.id`) to every struct field at any depth:
+    Spark then reads (`id` mode) and writes parquet columns by field id."""
+    if isinstance(data_type, StructType):
+        return StructType(
+            [
+                StructField(
+                    f.name,
+                    with_field_ids(f.dataType),
+                    f.nullable,
+                    {FIELD_ID_KEY: int(f.metadata[ID_KEY])} if ID_KEY in f.metadata else {},
+                )
+                for f in data_type.fields
+            ]
+        )
+    if isinstance(data_type, ArrayType):
+        return ArrayType(with_field_ids(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, MapType):
+        return MapType(
+            with_field_ids(data_type.keyType),
+            with_field_ids(data_type.valueType),
+            data_type.valueContainsNull,
+        )
+    return data_type
+
+
+def physical_field(field: StructField, mode: str) -> StructField:
+    """The field as data files store it: physical names at every depth and, under column mapping,
+    parquet field ids (delta-spark writes them in `name` mode too)."""
+    if mode == "none":
+        return field
+    data_type = with_field_ids(physical_type(field.dataType, mode))
+    metadata = {FIELD_ID_KEY: int(field.metadata[ID_KEY])} if ID_KEY in field.metadata else {}
+    return StructField(physical_name(field, mode), data_type, field.nullable, metadata)
+
+
 def physical_schema(schema: StructType, mode: str) -> StructType:
     result = physical_type(schema, mode)
     assert isinstance(result, StructType)
@@ -45,6 +82,25 @@ def physical_schema(schema: StructType, mode: str) -> StructType:
 
 
 MAX_ID_KEY = "delta.columnMapping.maxColumnId"
+
+
+def with_column_mapping(
+    schema: StructType, configuration: dict[str, str], max_id: int, keep_names: bool
+) -> tuple[StructType, dict[str, str]]:
+    """`schema` with ids and physical names for every field lacking them, and `configuration` with
+    the new `maxColumnId`, when `configuration` turns column mapping on (unchanged otherwise)."""
+    from deltaspark.errors import InvalidArgumentError
+
+    mode = (configuration.get(MODE_KEY) or "none").lower()
+    if mode not in MODES:
+        raise InvalidArgumentError(
+            f"{MODE_KEY} must be none, name or id, got {configuration.get(MODE_KEY)!r}"
+        )
+    if mode == "none":
+        return schema, configuration
+    max_id = max(max_id, int(configuration.get(MAX_ID_KEY) or 0))
+    schema, new_max = assign_column_mapping(schema, mode, max_id, keep_names)
+    return schema, {**configuration, MAX_ID_KEY: str(new_max)}
 
 
 def assign_column_mapping(

@@ -270,7 +270,13 @@ def _rewrite(
     schema = snapshot.schema
     kept = rows.where(~matches).select(*[F.col(f"`{f.name}`") for f in schema.fields])
     adds, per_file = write_data_files(
-        spark, snapshot.tableRoot, schema, snapshot.partitionColumns, snapshot.configuration, kept
+        spark,
+        snapshot.tableRoot,
+        schema,
+        snapshot.partitionColumns,
+        snapshot.configuration,
+        kept,
+        mode=snapshot.columnMappingMode,
     )
     cached.append(per_file)
     txn.addFiles(adds)
@@ -308,6 +314,7 @@ def _record_changes(
         changes,
         directory="_change_data/",
         check_rows=False,
+        mode=snapshot.columnMappingMode,
     )
     cached.append(cdc_files)
     deleted_rows, change_files = 0, 0

@@ -32,6 +32,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from deltaspark.features.column_mapping import physical_name
 from deltaspark.features.stats import MIN_MAX_TYPES
 
 DEFAULT_NUM_INDEXED_COLS = 32
@@ -45,26 +46,32 @@ _UTC_JSON = {
 
 @dataclass(frozen=True)
 class Leaf:
-    path: tuple[str, ...]  # physical names as written in the files
+    path: tuple[str, ...]  # the column in the rows aggregated (logical names)
     field: StructField
+    json_path: tuple[str, ...] = ()  # its names in the stats JSON (physical names); `path` if empty
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return self.json_path or self.path
 
 
-def indexed_leaves(schema: StructType, configuration: dict[str, str]) -> list[Leaf]:
-    """The leaf columns statistics are collected for, in schema order."""
+def indexed_leaves(schema: StructType, configuration: dict[str, str], mode: str = "none") -> list[Leaf]:
+    """The leaf columns statistics are collected for, in schema order (`dataSkippingStatsColumns`
+    names logical columns); under column mapping (`mode`) they are keyed by physical names."""
     named = configuration.get("delta.dataSkippingStatsColumns")
     wanted = {n.strip().strip("`").lower() for n in named.split(",")} if named else None
     limit = int(configuration.get("delta.dataSkippingNumIndexedCols", DEFAULT_NUM_INDEXED_COLS))
     leaves: list[Leaf] = []
 
-    def walk(fields: list[StructField], prefix: tuple[str, ...]) -> None:
+    def walk(fields: list[StructField], prefix: tuple[str, ...], names: tuple[str, ...]) -> None:
         for f in fields:
-            path = (*prefix, f.name)
+            path, json_path = (*prefix, f.name), (*names, physical_name(f, mode))
             if isinstance(f.dataType, StructType):
-                walk(f.dataType.fields, path)
+                walk(f.dataType.fields, path, json_path)
             else:
-                leaves.append(Leaf(path, f))
+                leaves.append(Leaf(path, f, json_path))
 
-    walk(schema.fields, ())
+    walk(schema.fields, (), ())
     if wanted is not None:
         return [
             leaf
@@ -105,26 +112,26 @@ def stats_aggregates(leaves: list[Leaf]) -> tuple[list[Column], dict[str, tuple[
         data_type = leaf.field.dataType
         name = f"n{i}"
         aggs.append(F.sum(F.when(column.isNull(), 1).otherwise(0)).alias(name))
-        meaning[name] = (leaf.path, "nullCount")
+        meaning[name] = (leaf.key, "nullCount")
         if not isinstance(data_type, MIN_MAX_TYPES) or isinstance(data_type, (ArrayType, MapType)):
             continue
         value = column
         if isinstance(data_type, (FloatType, DoubleType)):
             aggs.append(F.sum(F.when(F.isnan(column), 1).otherwise(0)).alias(f"nan{i}"))
-            meaning[f"nan{i}"] = (leaf.path, "nan")
+            meaning[f"nan{i}"] = (leaf.key, "nan")
         if isinstance(data_type, StringType):
             aggs.append(F.max(F.length(column)).alias(f"len{i}"))
-            meaning[f"len{i}"] = (leaf.path, "maxLength")
+            meaning[f"len{i}"] = (leaf.key, "maxLength")
         aggs.append(F.min(value).alias(f"min{i}"))
         aggs.append(F.max(value).alias(f"max{i}"))
-        meaning[f"min{i}"] = (leaf.path, "min")
-        meaning[f"max{i}"] = (leaf.path, "max")
+        meaning[f"min{i}"] = (leaf.key, "min")
+        meaning[f"max{i}"] = (leaf.key, "max")
     return aggs, meaning
 
 
 def stats_json(leaves: list[Leaf], meaning: dict[str, tuple[tuple[str, ...], str]]) -> Column:
     """The `stats` JSON of one aggregated file row (see `stats_aggregates`)."""
-    types = {leaf.path: leaf.field.dataType for leaf in leaves}
+    types = {leaf.key: leaf.field.dataType for leaf in leaves}
     mins: dict[tuple[str, ...], Column] = {}
     maxs: dict[tuple[str, ...], Column] = {}
     nulls: dict[tuple[str, ...], Column] = {}

@@ -22,7 +22,7 @@ from deltaspark.errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
-from deltaspark.features.column_mapping import MAX_ID_KEY, MODE_KEY, assign_column_mapping
+from deltaspark.features.column_mapping import MAX_ID_KEY, MODE_KEY, with_column_mapping
 from deltaspark.features.enablement import (
     READER_WRITER_FEATURES,
     features_for_properties,
@@ -40,20 +40,6 @@ from deltaspark.transaction.transaction import CommitResult, Transaction
 log = logging.getLogger(__name__)
 
 CREATE_MODES = ("create", "createIfNotExists", "createOrReplace", "replace")
-
-
-def _with_column_mapping(
-    schema: StructType, configuration: dict[str, str], max_id: int, keep_names: bool
-) -> tuple[StructType, dict[str, str]]:
-    mode = (configuration.get(MODE_KEY) or "none").lower()
-    if mode not in ("none", "name", "id"):
-        raise InvalidArgumentError(
-            f"{MODE_KEY} must be none, name or id, got {configuration.get(MODE_KEY)!r}"
-        )
-    if mode == "none":
-        return schema, configuration
-    schema, new_max = assign_column_mapping(schema, mode, max_id, keep_names)
-    return schema, {**configuration, MAX_ID_KEY: str(new_max)}
 
 
 def create_table(
@@ -85,7 +71,7 @@ def create_table(
     unknown = [c for c in partition_by if c.lower() not in names]
     if unknown:
         raise InvalidArgumentError(f"Partition column(s) {', '.join(unknown)} are not columns of the table")
-    schema, configuration = _with_column_mapping(schema, dict(properties), 0, keep_names=False)
+    schema, configuration = with_column_mapping(schema, dict(properties), 0, keep_names=False)
     features = features_for_properties(configuration) | features_for_schema(schema)
     current = snapshot.protocol if snapshot is not None else None
     protocol = required_protocol(current, features)
@@ -128,7 +114,7 @@ def set_properties(
                 ["columnMapping"],
             )
         max_id = int(metadata.configuration.get(MAX_ID_KEY, "0"))
-        schema, configuration = _with_column_mapping(schema, configuration, max_id, keep_names=True)
+        schema, configuration = with_column_mapping(schema, configuration, max_id, keep_names=True)
     protocol = required_protocol(
         snapshot.protocol, features_for_properties(configuration) | features_for_schema(schema)
     )

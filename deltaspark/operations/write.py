@@ -40,7 +40,13 @@ from deltaspark.errors import (
     TableAlreadyExistsError,
     UnsupportedWriterFeatureError,
 )
-from deltaspark.features.column_mapping import column_mapping_mode
+from deltaspark.features.column_mapping import (
+    column_mapping_mode,
+    physical_field,
+    physical_name,
+    physical_type,
+    with_column_mapping,
+)
 from deltaspark.features.enablement import (
     features_for_properties,
     features_for_schema,
@@ -204,8 +210,6 @@ def check_writable_rows(protocol: Protocol, metadata: Metadata, table_path: str)
     """Refuse data writes that deltaspark's writer cannot make correctly yet, naming the feature."""
     schema = metadata.schema(table_path)
     reasons = []
-    if column_mapping_mode(protocol, metadata) != "none":
-        reasons.append("`columnMapping`: data files must use physical column names and field ids")
     if any(IDENTITY_KEY in f.metadata for f in schema.fields):
         reasons.append("`identityColumns`: identity values and their high-water marks are not generated")
     if protocol.hasFeature("materializePartitionColumns"):
@@ -229,31 +233,44 @@ def write_data_files(
     extra_checks: list[Check] = (),  # type: ignore[assignment]
     directory: str = "",
     check_rows: bool = True,
+    mode: str = "none",
 ) -> tuple[DataFrame, DataFrame]:
     """Write `df` (already conformed) as parquet files under the table root (in `directory`, e.g.
     `_change_data/`, when given); return their `add` actions (`add`, `num_records`) as a DataFrame,
     after checking every rule in `checks_of` (unless `check_rows` is off, for change data files),
-    and the cached per-file rows behind it (for the caller to unpersist)."""
+    and the cached per-file rows behind it (for the caller to unpersist).
+
+    Under column mapping (`mode` name or id) the files hold physical column names at every depth
+    and parquet field ids, and statistics and partition values are keyed by physical names."""
     fields = partition_fields(schema, partition_columns)
     partition_names = [f.name for f in fields]
     data_fields = [f for f in schema.fields if f.name not in partition_names]
     write_id = directory + f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
     out = join_path(table_root, write_id)
+    stored = [physical_field(f, mode) for f in data_fields]
     staged = df.select(
-        *[F.col(f"`{f.name}`") for f in data_fields],
-        *[serialize_partition_value(F.col(f"`{f.name}`"), f.dataType).alias(f.name) for f in fields],
+        *[
+            F.col(f"`{f.name}`").cast(p.dataType).alias(p.name, metadata=dict(p.metadata))
+            for f, p in zip(data_fields, stored, strict=True)
+        ],
+        *[
+            serialize_partition_value(F.col(f"`{f.name}`"), f.dataType).alias(physical_name(f, mode))
+            for f in fields
+        ],
     )
     writer = staged.write.mode("errorifexists").option(
         "mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"
     )
     if partition_names:
-        writer = writer.partitionBy(*partition_names)
+        writer = writer.partitionBy(*[physical_name(f, mode) for f in fields])
     log.info("Writing data files to %s", out)
     writer.parquet(out)
 
     relative = F.concat(F.lit(write_id + "/"), F.regexp_extract("__file", "/" + write_id + "/(.*)$", 1))
     checks = (checks_of(schema, configuration) if check_rows else []) + list(extra_checks)
-    return describe_files(spark, out, data_fields, fields, configuration, checks, relative, table_root)
+    return describe_files(
+        spark, out, data_fields, fields, configuration, checks, relative, table_root, mode=mode
+    )
 
 
 def describe_files(
@@ -266,24 +283,32 @@ def describe_files(
     relative: Column,
     table_root: str,
     reserialize: bool = False,
+    mode: str = "none",
 ) -> tuple[DataFrame, DataFrame]:
     """Read the parquet files under `location` once: `add` actions with statistics per file, after
     checking every rule in `checks`. Partition directories are read as strings; `reserialize`
     parses them as their types and writes them back in the protocol's form (for directories
-    written by other tools). `relative` turns `__file` (the file's URI) into the add path."""
+    written by other tools). `relative` turns `__file` (the file's URI) into the add path. Files
+    of a column-mapped table (`mode`) are read by physical names; rows are checked and statistics
+    computed under logical names, then keyed by physical names."""
     read_schema = StructType(
-        [StructField(f.name, f.dataType, True) for f in data_fields]
-        + [StructField(f.name, StringType(), True) for f in fields]
+        [StructField(physical_name(f, mode), physical_type(f.dataType, mode), True) for f in data_fields]
+        + [StructField(physical_name(f, mode), StringType(), True) for f in fields]
     )
     files = spark.read.schema(read_schema).option("basePath", location).parquet(location)
+
+    def logical(f: StructField) -> Column:
+        column = F.col(f"`{physical_name(f, mode)}`")
+        return column if mode == "none" else column.cast(f.dataType)
+
     typed = files.select(
-        *[F.col(f"`{f.name}`") for f in data_fields],
-        *[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in fields],
+        *[logical(f).alias(f.name) for f in data_fields],
+        *[logical(f).cast(f.dataType).alias(f.name) for f in fields],
         *[
             (
-                serialize_partition_value(F.col(f"`{f.name}`").cast(f.dataType), f.dataType)
+                serialize_partition_value(logical(f).cast(f.dataType), f.dataType)
                 if reserialize
-                else F.col(f"`{f.name}`")
+                else F.col(f"`{physical_name(f, mode)}`")
             ).alias(f"__pv_{i}")
             for i, f in enumerate(fields)
         ],
@@ -291,7 +316,7 @@ def describe_files(
         F.col("_metadata.file_size").alias("__size"),
         F.unix_millis(F.col("_metadata.file_modification_time")).alias("__mtime"),
     )
-    leaves = indexed_leaves(StructType(data_fields), configuration)
+    leaves = indexed_leaves(StructType(data_fields), configuration, mode)
     aggs, meaning = stats_aggregates(leaves)
     violations = [
         F.sum(F.when(F.coalesce(F.expr(c.expression), F.lit(False)), 0).otherwise(1)).alias(f"__bad{i}")
@@ -314,7 +339,9 @@ def describe_files(
                 f"Rows written to {table_root} violate {detail}; nothing was committed"
             )
     partition_values = (
-        F.create_map(*[x for i, f in enumerate(fields) for x in (F.lit(f.name), F.col(f"__pv_{i}"))])
+        F.create_map(
+            *[x for i, f in enumerate(fields) for x in (F.lit(physical_name(f, mode)), F.col(f"__pv_{i}"))]
+        )
         if fields
         else F.create_map().cast(schemas.STRING_MAP)
     )
@@ -427,6 +454,7 @@ def write(
             raise InvalidArgumentError(
                 f"partitionBy names column(s) {', '.join(missing)} not in the DataFrame"
             )
+        schema, configuration = with_column_mapping(schema, configuration, 0, keep_names=False)
         protocol = required_protocol(
             None, features_for_properties(configuration) | features_for_schema(schema)
         )
@@ -447,11 +475,24 @@ def write(
                 raise InvalidArgumentError(
                     f"partitionBy names column(s) {', '.join(missing)} not in the DataFrame"
                 )
-            metadata = replace(metadata, schemaString=new_schema.json(), partitionColumns=tuple(partition_by))
+            new_schema, configuration = with_column_mapping(
+                new_schema, dict(metadata.configuration), 0, keep_names=False
+            )
+            metadata = replace(
+                metadata,
+                schemaString=new_schema.json(),
+                partitionColumns=tuple(partition_by),
+                configuration=configuration,
+            )
             partitionBy = None
         elif mergeSchema:
             merged = merge_schemas(metadata.schema(table_path), df.schema, table_path)
-            metadata = replace(metadata, schemaString=merged.json())
+            if merged != metadata.schema(table_path):
+                # New columns get ids and physical names on a column-mapped table.
+                merged, configuration = with_column_mapping(
+                    merged, dict(metadata.configuration), 0, keep_names=False
+                )
+                metadata = replace(metadata, schemaString=merged.json(), configuration=configuration)
         if metadata is not snapshot.metadata:
             protocol = required_protocol(protocol, features_for_schema(metadata.schema(table_path)))
             txn.updateProtocol(protocol)
@@ -491,7 +532,14 @@ def write(
             removed = snapshot.files()
         txn.removeFiles(removes_of(removed, now))
     adds, cached = write_data_files(
-        spark, table_root, schema, list(metadata.partitionColumns), metadata.configuration, conformed, extra
+        spark,
+        table_root,
+        schema,
+        list(metadata.partitionColumns),
+        metadata.configuration,
+        conformed,
+        extra,
+        mode=column_mapping_mode(protocol, metadata),
     )
     try:
         txn.addFiles(adds)

@@ -24,12 +24,18 @@ from typing import Any
 from pyspark import cloudpickle
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, LongType, MapType, StructField, StructType
+from pyspark.sql.types import LongType, StructField, StructType
 
 from deltaspark import errors
 from deltaspark.errors import DeletionVectorError, InvalidArgumentError, MissingDataFileError
 from deltaspark.features import dv_codec
-from deltaspark.features.column_mapping import ID_KEY, physical_name, physical_type
+from deltaspark.features.column_mapping import (
+    FIELD_ID_KEY,
+    ID_KEY,
+    physical_name,
+    physical_type,
+    with_field_ids,
+)
 from deltaspark.features.deletion_vectors import dv_unique_id
 from deltaspark.features.partition_values import partition_fields
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
@@ -52,7 +58,6 @@ DEFAULT_MAX_DRIVER_FILES = 200_000
 BROADCAST_FILES_LIMIT = 200_000
 BROADCAST_DELETED_ROWS_CONF = "spark.deltaspark.read.broadcastDeletedRows"
 DEFAULT_BROADCAST_DELETED_ROWS = 2_000_000
-FIELD_ID_KEY = "parquet.field.id"
 _GLOB_CHARS = "{}[]*?\\"
 
 
@@ -64,31 +69,6 @@ def _col(name: str) -> Column:
 def escape_glob(path: str) -> str:
     """Spark treats read paths as globs; data file names may contain glob characters."""
     return "".join("\\" + ch if ch in _GLOB_CHARS else ch for ch in path)
-
-
-def _with_field_ids(data_type: DataType) -> DataType:
-    """Attach `parquet.field.id` (from `delta.columnMapping.id`) to every struct field, for `id` mode."""
-    if isinstance(data_type, StructType):
-        return StructType(
-            [
-                StructField(
-                    f.name,
-                    _with_field_ids(f.dataType),
-                    f.nullable,
-                    {FIELD_ID_KEY: int(f.metadata[ID_KEY])} if ID_KEY in f.metadata else {},
-                )
-                for f in data_type.fields
-            ]
-        )
-    if isinstance(data_type, ArrayType):
-        return ArrayType(_with_field_ids(data_type.elementType), data_type.containsNull)
-    if isinstance(data_type, MapType):
-        return MapType(
-            _with_field_ids(data_type.keyType),
-            _with_field_ids(data_type.valueType),
-            data_type.valueContainsNull,
-        )
-    return data_type
 
 
 class TableReader:
@@ -112,7 +92,7 @@ class TableReader:
     def read_field(self, field: StructField) -> StructField:
         data_type = physical_type(readable_type(field), self.mode)
         if self.mode == "id":
-            data_type = _with_field_ids(data_type)
+            data_type = with_field_ids(data_type)
             metadata = {FIELD_ID_KEY: int(field.metadata[ID_KEY])} if ID_KEY in field.metadata else {}
         else:
             metadata = {}
