@@ -87,9 +87,7 @@ def test_rows_written_under_physical_names_and_field_ids(spark, tmp_path, mode):
     check_table(path)
 
 
-@pytest.mark.parametrize(
-    "name", ["column-mapping-id", "data-reader-partition-values-column-mapping-name"]
-)
+@pytest.mark.parametrize("name", ["column-mapping-id", "data-reader-partition-values-column-mapping-name"])
 def test_appending_to_a_delta_spark_column_mapped_table(spark, tmp_path, conformance, name):
     path = tmp_path / "t"
     shutil.copytree(conformance / name, path)

@@ -21,7 +21,6 @@ from deltaspark.errors import (
     InvalidArgumentError,
     InvariantViolationError,
     TableAlreadyExistsError,
-    UnsupportedWriterFeatureError,
 )
 from deltaspark.table import write
 from tests.writer_rules import check_table
