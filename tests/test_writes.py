@@ -435,6 +435,36 @@ def test_delete_rewrites_only_what_it_must(spark, tmp_path):
     check_table(path)
 
 
+def test_copy_on_write_delete_keeps_row_ids(spark, tmp_path):
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t"
+    write(spark.range(0, 4).coalesce(1), str(path), properties={"delta.enableRowTracking": "true"})
+    write(spark.range(4, 6).coalesce(1), str(path))
+    table = DeltaTable.forPath(spark, str(path))
+
+    def tracked():
+        frame = table.toDF(rowTracking=True).select("id", "_metadata.row_id", "_metadata.row_commit_version")
+        return {r[0]: (r[1], r[2]) for r in frame.collect()}
+
+    before = tracked()
+    assert before[5] == (5, 1)
+    result = table.delete("id IN (1, 4)")  # one row from each file: both rewritten
+    assert result.metrics["numRemovedFiles"] == 2 and result.metrics["numCopiedRows"] == 4
+    assert tracked() == {k: v for k, v in before.items() if k not in (1, 4)}
+    assert table.snapshot().rowIdHighWaterMark == 9  # the new files got fresh base row ids
+    configuration = table.snapshot().configuration
+    id_column = configuration["delta.rowTracking.materializedRowIdColumnName"]
+    version_column = configuration["delta.rowTracking.materializedRowCommitVersionColumnName"]
+    lines = (path / "_delta_log" / f"{2:020d}.json").read_text().splitlines()
+    written = {}
+    for add in (a["add"] for a in map(json.loads, lines) if "add" in a):
+        data = pq.read_table(path / add["path"]).to_pydict()
+        written.update(zip(data["id"], zip(data[id_column], data[version_column], strict=True), strict=True))
+    assert written == {0: (0, 0), 2: (2, 0), 3: (3, 0), 5: (5, 1)}
+    check_table(path)
+
+
 def F_col_id_is_4():  # noqa: N802 - reads as the Column it builds
     from pyspark.sql import functions as F
 

@@ -28,6 +28,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from deltaspark.errors import AppendOnlyTableError, InvalidArgumentError, UnsupportedWriterFeatureError
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
+from deltaspark.features.row_tracking import materialized_columns
 from deltaspark.log.paths import canonical_path
 from deltaspark.operations.deletion_vector_writer import write_deletion_vectors
 from deltaspark.operations.write import check_writable_rows, removes_of, write_data_files
@@ -246,15 +247,9 @@ def _rewrite(
     metrics: dict[str, Any],
     cached: list[Any],
 ) -> DataFrame | None:
-    """Copy-on-write: the files holding matching rows are rewritten without them."""
-    if row_tracking_enabled(snapshot.protocol, snapshot.metadata) or snapshot.protocol.hasFeature(
-        "rowTracking"
-    ):
-        raise UnsupportedWriterFeatureError(
-            f"Cannot delete from {snapshot.tableRoot} without deletion vectors yet: `rowTracking` needs "
-            "the rewritten rows' materialized row ids, which deltaspark does not write",
-            ["rowTracking"],
-        )
+    """Copy-on-write: the files holding matching rows are rewritten without them. On a table with
+    row tracking the copied rows keep their row ids and commit versions, written into the
+    materialized columns the table names (as delta-spark does)."""
     rows = _read_candidates(snapshot, candidates)
     touched = _touched(candidates, rows.where(matches))
     gone = touched.agg(
@@ -266,9 +261,17 @@ def _rewrite(
     metrics["numRemovedBytes"] = int(gone[1] or 0)
     metrics["numDeletionVectorsRemoved"] = int(gone[2] or 0)
     txn.removeFiles(removes_of(touched, now))
-    rows = _read_candidates(snapshot, touched)
+    tracked = row_tracking_enabled(snapshot.protocol, snapshot.metadata)
+    rows = read_files(snapshot, touched, row_tracking=tracked)
     schema = snapshot.schema
-    kept = rows.where(~matches).select(*[F.col(f"`{f.name}`") for f in schema.fields])
+    hidden: tuple[str, ...] = _materialized_row_tracking(snapshot) if tracked else ()
+    kept = rows.where(~matches).select(
+        *[F.col(f"`{f.name}`") for f in schema.fields],
+        *[
+            F.col(f"_metadata.{source}").alias(name)
+            for source, name in zip(("row_id", "row_commit_version"), hidden, strict=False)
+        ],
+    )
     adds, per_file = write_data_files(
         spark,
         snapshot.tableRoot,
@@ -277,6 +280,7 @@ def _rewrite(
         snapshot.configuration,
         kept,
         mode=snapshot.columnMappingMode,
+        hidden_columns=hidden,
     )
     cached.append(per_file)
     txn.addFiles(adds)
@@ -285,6 +289,19 @@ def _rewrite(
     metrics["numCopiedRows"] = int(written[1] or 0)
     metrics["numAddedBytes"] = int(written[2] or 0)
     return rows.where(matches)
+
+
+def _materialized_row_tracking(snapshot: Snapshot) -> tuple[str, str]:
+    """The materialized row id and row commit version column names a row-tracking table sets."""
+    row_id, commit_version = materialized_columns(snapshot.metadata)
+    if not row_id or not commit_version:
+        raise UnsupportedWriterFeatureError(
+            f"Cannot rewrite rows of {snapshot.tableRoot}: row tracking is enabled but the table names "
+            "no materialized row id / row commit version column "
+            "(delta.rowTracking.materializedRowIdColumnName, ...MaterializedRowCommitVersionColumnName)",
+            ["rowTracking"],
+        )
+    return row_id, commit_version
 
 
 def _record_changes(

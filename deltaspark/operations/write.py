@@ -234,11 +234,13 @@ def write_data_files(
     directory: str = "",
     check_rows: bool = True,
     mode: str = "none",
+    hidden_columns: tuple[str, ...] = (),
 ) -> tuple[DataFrame, DataFrame]:
     """Write `df` (already conformed) as parquet files under the table root (in `directory`, e.g.
     `_change_data/`, when given); return their `add` actions (`add`, `num_records`) as a DataFrame,
     after checking every rule in `checks_of` (unless `check_rows` is off, for change data files),
-    and the cached per-file rows behind it (for the caller to unpersist).
+    and the cached per-file rows behind it (for the caller to unpersist). `hidden_columns` of `df`
+    (materialized row-tracking columns) are written as they are, outside the table's schema.
 
     Under column mapping (`mode` name or id) the files hold physical column names at every depth
     and parquet field ids, and statistics and partition values are keyed by physical names."""
@@ -253,6 +255,7 @@ def write_data_files(
             F.col(f"`{f.name}`").cast(p.dataType).alias(p.name, metadata=dict(p.metadata))
             for f, p in zip(data_fields, stored, strict=True)
         ],
+        *[F.col(f"`{name}`").cast("long").alias(name) for name in hidden_columns],
         *[
             serialize_partition_value(F.col(f"`{f.name}`"), f.dataType).alias(physical_name(f, mode))
             for f in fields
