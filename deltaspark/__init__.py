@@ -42,6 +42,7 @@ from deltaspark.errors import (
     VersionNotFoundError,
     WorkerEnvironmentError,
 )
+from deltaspark.features.identity_columns import IdentityGenerator
 from deltaspark.features.metadata import Metadata
 from deltaspark.features.protocol import Protocol
 from deltaspark.snapshot import Snapshot
@@ -63,6 +64,7 @@ __all__ = [
     "ConcurrentTransactionError",
     "CorruptDataFileError",
     "CorruptLogError",
+    "IdentityGenerator",
     "DeletionVectorError",
     "DeltaSparkError",
     "DeltaTable",

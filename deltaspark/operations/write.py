@@ -53,6 +53,7 @@ from deltaspark.features.enablement import (
     required_protocol,
     stored_configuration,
 )
+from deltaspark.features.identity_columns import IdentityInfo, identity_columns, with_high_water_marks
 from deltaspark.features.metadata import Metadata
 from deltaspark.features.partition_values import partition_fields, serialize_partition_value
 from deltaspark.features.protocol import Protocol
@@ -68,7 +69,6 @@ log = logging.getLogger(__name__)
 MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 GENERATION_KEY = "delta.generationExpression"
 INVARIANTS_KEY = "delta.invariants"
-IDENTITY_KEY = "delta.identity.start"
 CONSTRAINT_PREFIX = "delta.constraints."
 _NUMERIC_ORDER = [ByteType, ShortType, IntegerType, LongType]
 
@@ -208,10 +208,7 @@ def merge_schemas(table: StructType, incoming: StructType, table_path: str) -> S
 
 def check_writable_rows(protocol: Protocol, metadata: Metadata, table_path: str) -> None:
     """Refuse data writes that deltaspark's writer cannot make correctly yet, naming the feature."""
-    schema = metadata.schema(table_path)
     reasons = []
-    if any(IDENTITY_KEY in f.metadata for f in schema.fields):
-        reasons.append("`identityColumns`: identity values and their high-water marks are not generated")
     if protocol.hasFeature("materializePartitionColumns"):
         reasons.append("`materializePartitionColumns`: partition columns are not written into data files")
     if protocol.hasFeature("icebergCompatV1") or protocol.hasFeature("icebergCompatV2"):
@@ -235,6 +232,7 @@ def write_data_files(
     check_rows: bool = True,
     mode: str = "none",
     hidden_columns: tuple[str, ...] = (),
+    extra_aggregates: tuple[Column, ...] = (),
 ) -> tuple[DataFrame, DataFrame]:
     """Write `df` (already conformed) as parquet files under the table root (in `directory`, e.g.
     `_change_data/`, when given); return their `add` actions (`add`, `num_records`) as a DataFrame,
@@ -272,7 +270,16 @@ def write_data_files(
     relative = F.concat(F.lit(write_id + "/"), F.regexp_extract("__file", "/" + write_id + "/(.*)$", 1))
     checks = (checks_of(schema, configuration) if check_rows else []) + list(extra_checks)
     return describe_files(
-        spark, out, data_fields, fields, configuration, checks, relative, table_root, mode=mode
+        spark,
+        out,
+        data_fields,
+        fields,
+        configuration,
+        checks,
+        relative,
+        table_root,
+        mode=mode,
+        extra_aggregates=extra_aggregates,
     )
 
 
@@ -287,6 +294,7 @@ def describe_files(
     table_root: str,
     reserialize: bool = False,
     mode: str = "none",
+    extra_aggregates: tuple[Column, ...] = (),
 ) -> tuple[DataFrame, DataFrame]:
     """Read the parquet files under `location` once: `add` actions with statistics per file, after
     checking every rule in `checks`. Partition directories are read as strings; `reserialize`
@@ -330,6 +338,7 @@ def describe_files(
         *[F.first(f"__pv_{i}").alias(f"__pv_{i}") for i in range(len(fields))],
         *aggs,
         *violations,
+        *extra_aggregates,
     )
     per_file = per_file.persist()
     if checks:
@@ -511,6 +520,7 @@ def write(
             )
     check_writable_rows(protocol, metadata, table_path)
     schema = metadata.schema(table_path)
+    df, generated = with_identity_values(spark, df, identity_columns(schema), table_path)
     conformed = conform(df, schema, table_path)
     table_root = storage.qualify(table_path)
 
@@ -543,8 +553,26 @@ def write(
         conformed,
         extra,
         mode=column_mapping_mode(protocol, metadata),
+        extra_aggregates=tuple(
+            (F.max if g.step > 0 else F.min)(F.col(f"`{g.name}`")).alias(f"__identity_{i}")
+            for i, g in enumerate(generated)
+        ),
     )
     try:
+        if generated:
+            # The new high-water marks go into this commit's metaData (a concurrent writer that also
+            # generated values then conflicts, instead of both committing the same values).
+            ends = cached.agg(
+                *[
+                    (F.max if g.step > 0 else F.min)(f"__identity_{i}").alias(f"m{i}")
+                    for i, g in enumerate(generated)
+                ]
+            ).first()
+            marks = {g.name: int(ends[i]) for i, g in enumerate(generated) if ends[i] is not None}
+            if marks:
+                metadata = replace(metadata, schemaString=with_high_water_marks(schema, marks).json())
+                txn.updateMetadata(metadata)
+                operation_parameters["identityHighWaterMarks"] = json.dumps(marks)
         txn.addFiles(adds)
         counts = adds.agg(F.count(F.lit(1)), F.sum("num_records"), F.sum("add.size")).first()
         metrics: dict[str, Any] = {
@@ -559,6 +587,46 @@ def write(
         return txn.commit("WRITE", operation_parameters, metrics, userMetadata)
     finally:
         cached.unpersist()
+
+
+def with_identity_values(
+    spark: SparkSession, df: DataFrame, identities: list[IdentityInfo], table_path: str
+) -> tuple[DataFrame, list[IdentityInfo]]:
+    """`df` with values generated for the identity columns it lacks, and those columns.
+
+    Values are `base + step * (partition + k * n)` for the k-th row of partition `partition` of
+    `n`, as delta-spark generates them: unique without coordination, beyond the high-water mark.
+    The rows are first spread round-robin over exactly `n` partitions (Spark never coalesces an
+    explicit repartition by number), so `partition < n` holds in the task that computes them.
+    GENERATED ALWAYS columns given in `df` are refused; GENERATED BY DEFAULT ones are kept as given
+    (and, as in delta-spark, do not move the high-water mark)."""
+    given = {f.name.lower() for f in df.schema.fields}
+    generated = []
+    for identity in identities:
+        if identity.name.lower() in given:
+            if not identity.allow_explicit_insert:
+                raise InvalidArgumentError(
+                    f"Column `{identity.name}` of {table_path} is GENERATED ALWAYS AS IDENTITY: its values "
+                    "are generated, leave it out of the DataFrame"
+                )
+            continue
+        generated.append(identity)
+    if not generated:
+        return df, []
+    n = max(1, int(spark.sparkContext.defaultParallelism))
+    spread = df.repartition(n)
+    partition = F.spark_partition_id().cast("long")
+    k = F.monotonically_increasing_id().bitwiseAND(F.lit((1 << 33) - 1))
+    rank = F.try_add(partition, F.try_multiply(k, F.lit(n).cast("long")))
+    columns = []
+    for identity in generated:
+        value = F.try_add(F.lit(identity.next_base).cast("long"), F.try_multiply(rank, F.lit(identity.step)))
+        overflow = F.raise_error(
+            F.lit(f"deltaspark: identity column `{identity.name}` of {table_path} overflowed BIGINT")
+        )
+        columns.append(F.when(value.isNull(), overflow.cast("long")).otherwise(value).alias(identity.name))
+    log.info("Generating identity values for %s over %d partitions", [g.name for g in generated], n)
+    return spread.select("*", *columns), generated
 
 
 def _check_partition_only(predicate: Any, metadata: Metadata, table_path: str) -> None:
