@@ -21,14 +21,9 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    ByteType,
+    ArrayType,
     DataType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    ShortType,
+    MapType,
     StringType,
     StructField,
     StructType,
@@ -57,6 +52,7 @@ from deltaspark.features.identity_columns import IdentityInfo, identity_columns,
 from deltaspark.features.metadata import Metadata
 from deltaspark.features.partition_values import partition_fields, serialize_partition_value
 from deltaspark.features.protocol import Protocol
+from deltaspark.features.schema_evolution import fits, merge_schemas
 from deltaspark.log import action_schemas as schemas
 from deltaspark.operations.file_stats import indexed_leaves, stats_aggregates, stats_json
 from deltaspark.read.predicates import from_filter, references
@@ -70,7 +66,6 @@ MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 GENERATION_KEY = "delta.generationExpression"
 INVARIANTS_KEY = "delta.invariants"
 CONSTRAINT_PREFIX = "delta.constraints."
-_NUMERIC_ORDER = [ByteType, ShortType, IntegerType, LongType]
 
 
 @dataclass(frozen=True)
@@ -79,20 +74,6 @@ class Check:
 
     name: str
     expression: str
-
-
-def _widens(source: DataType, target: DataType) -> bool:
-    """Whether values of `source` fit `target` without loss (safe up-casts only)."""
-    if source == target:
-        return True
-    ints = [t for t in _NUMERIC_ORDER]
-    si = next((i for i, t in enumerate(ints) if isinstance(source, t)), None)
-    ti = next((i for i, t in enumerate(ints) if isinstance(target, t)), None)
-    if si is not None and ti is not None:
-        return si <= ti
-    if si is not None and isinstance(target, (DoubleType, DecimalType)) and si <= 2:
-        return True
-    return isinstance(source, FloatType) and isinstance(target, DoubleType)
 
 
 def checks_of(schema: StructType, configuration: dict[str, str]) -> list[Check]:
@@ -116,8 +97,10 @@ def checks_of(schema: StructType, configuration: dict[str, str]) -> list[Check]:
 
 
 def conform(df: DataFrame, schema: StructType, table_path: str) -> DataFrame:
-    """The rows in the table's column order and types: missing nullable columns as null, generated
-    columns computed when absent, safe up-casts applied; anything else refused by name."""
+    """The rows in the table's column order and types: columns (and struct fields, at any depth)
+    matched by name, case-insensitively; missing nullable ones as null; generated columns computed
+    when absent; values the table's types hold without loss cast to them; anything else refused by
+    name (`mergeSchema=True` adds new columns and fields)."""
     given = {f.name.lower(): f for f in df.schema.fields}
     wanted = {f.name.lower() for f in schema.fields}
     extra = sorted(f.name for f in df.schema.fields if f.name.lower() not in wanted)
@@ -138,16 +121,8 @@ def conform(df: DataFrame, schema: StructType, table_path: str) -> DataFrame:
                 )
             columns.append(F.lit(None).cast(field.dataType).alias(field.name))
             continue
-        value = F.col(f"`{source.name}`")
-        if source.dataType != field.dataType:
-            if not _widens(source.dataType, field.dataType) and not _same_shape(
-                source.dataType, field.dataType
-            ):
-                raise InvalidArgumentError(
-                    f"Column `{field.name}` of {table_path} is {field.dataType.simpleString()}; the "
-                    f"DataFrame has {source.dataType.simpleString()}, which does not convert without loss"
-                )
-            value = value.cast(field.dataType)
+        column = F.col(f"`{source.name}`")
+        value = conform_value(column, source.dataType, field.dataType, field.name, table_path)
         columns.append(value.alias(field.name))
     generated_missing = [
         f for f in schema.fields if f.name.lower() not in given and f.metadata.get(GENERATION_KEY)
@@ -166,6 +141,62 @@ def conform(df: DataFrame, schema: StructType, table_path: str) -> DataFrame:
     return df.select(*columns)
 
 
+def conform_value(value: Column, source: DataType, target: DataType, path: str, table_path: str) -> Column:
+    """`value` (of type `source`) as the table's `target` type, struct fields matched by name.
+
+    Spark's struct cast is positional, which would silently swap fields given in another order, so
+    structs are rebuilt field by field (inside arrays and maps too)."""
+    if _same_shape(source, target):
+        return value if source == target else value.cast(target)
+    if isinstance(source, StructType) and isinstance(target, StructType):
+        given = {f.name.lower(): f for f in source.fields}
+        wanted = {f.name.lower() for f in target.fields}
+        extra = sorted(f.name for f in source.fields if f.name.lower() not in wanted)
+        if extra:
+            raise InvalidArgumentError(
+                f"The DataFrame's `{path}` has field(s) {', '.join(extra)} that {table_path} does not "
+                "have (pass mergeSchema=True to add them)"
+            )
+        parts = []
+        for field in target.fields:
+            match = given.get(field.name.lower())
+            if match is None:
+                if not field.nullable:
+                    raise InvalidArgumentError(
+                        f"The DataFrame's `{path}` has no field `{field.name}`, NOT NULL in {table_path}"
+                    )
+                parts.append(F.lit(None).cast(field.dataType).alias(field.name))
+            else:
+                inner = conform_value(
+                    value.getField(match.name),
+                    match.dataType,
+                    field.dataType,
+                    f"{path}.{field.name}",
+                    table_path,
+                )
+                parts.append(inner.alias(field.name))
+        return F.when(value.isNull(), F.lit(None).cast(target)).otherwise(F.struct(*parts))
+    if isinstance(source, ArrayType) and isinstance(target, ArrayType):
+        element = (source.elementType, target.elementType)
+        return F.transform(value, lambda x: conform_value(x, *element, f"{path}.element", table_path))
+    if isinstance(source, MapType) and isinstance(target, MapType):
+        keys, values = (source.keyType, target.keyType), (source.valueType, target.valueType)
+        if not _same_shape(*keys):
+            value = F.transform_keys(value, lambda k, _: conform_value(k, *keys, f"{path}.key", table_path))
+        if not _same_shape(*values):
+            value = F.transform_values(
+                value, lambda _, v: conform_value(v, *values, f"{path}.value", table_path)
+            )
+        return value
+    if fits(source, target):
+        return value.cast(target)
+    raise InvalidArgumentError(
+        f"Column `{path}` of {table_path} is {target.simpleString()}; the DataFrame has "
+        f"{source.simpleString()}, which does not convert without loss"
+        + (" (mergeSchema=True with delta.enableTypeWidening=true widens it)" if fits(target, source) else "")
+    )
+
+
 def _same_shape(source: DataType, target: DataType) -> bool:
     """Nested types equal up to nullability and metadata (a struct from a literal, say)."""
     return json.dumps(_strip(source.jsonValue())) == json.dumps(_strip(target.jsonValue()))
@@ -181,29 +212,6 @@ def _strip(value: Any) -> Any:
     if isinstance(value, list):
         return [_strip(v) for v in value]
     return value
-
-
-def merge_schemas(table: StructType, incoming: StructType, table_path: str) -> StructType:
-    """The table's schema with the DataFrame's new top-level columns appended (nullable), as
-    `mergeSchema` does; a column whose type would have to change is refused by name."""
-    by_name = {f.name.lower(): f for f in table.fields}
-    for field in incoming.fields:
-        existing = by_name.get(field.name.lower())
-        if existing is None:
-            continue
-        same = existing.dataType == field.dataType or _same_shape(existing.dataType, field.dataType)
-        if not same and not _widens(field.dataType, existing.dataType):
-            raise InvalidArgumentError(
-                f"mergeSchema cannot change column `{existing.name}` of {table_path} from "
-                f"{existing.dataType.simpleString()} to {field.dataType.simpleString()} (only new top-level "
-                "columns are added)"
-            )
-    added = [
-        StructField(f.name, f.dataType, True, f.metadata)
-        for f in incoming.fields
-        if f.name.lower() not in by_name
-    ]
-    return StructType([*table.fields, *added])
 
 
 def check_writable_rows(protocol: Protocol, metadata: Metadata, table_path: str) -> None:
@@ -498,7 +506,13 @@ def write(
             )
             partitionBy = None
         elif mergeSchema:
-            merged = merge_schemas(metadata.schema(table_path), df.schema, table_path)
+            widening = metadata.configuration.get("delta.enableTypeWidening", "").lower() == "true"
+            merged = merge_schemas(
+                metadata.schema(table_path),
+                df.schema,
+                table_path,
+                widening and protocol.hasFeature("typeWidening"),
+            )
             if merged != metadata.schema(table_path):
                 # New columns get ids and physical names on a column-mapped table.
                 merged, configuration = with_column_mapping(
