@@ -560,3 +560,45 @@ def test_convert_unpartitioned_pyarrow_files(spark, tmp_path):
     table = DeltaTable.convertToDelta(spark, str(path))
     assert table.snapshot().schema.fieldNames() == ["a", "b", "c"]
     assert _rows_of(table.toDF()) == [(1, "x", None), (2, "y", None), (3, None, 1.5)] == _delta_rs_rows(path)
+
+
+def test_enabling_row_tracking_backfills_row_ids(spark, tmp_path):
+    path = tmp_path / "t"
+    write(spark.range(0, 3).coalesce(1), str(path))
+    write(spark.range(3, 5).coalesce(1), str(path))
+    table = DeltaTable.forPath(spark, str(path))
+    stale = table.snapshot()
+    result = table.setProperties({"delta.enableRowTracking": "true"})
+    snapshot = table.snapshot()
+    assert "rowTracking" in snapshot.protocol.writerFeatures
+    assert snapshot.configuration["delta.rowTracking.materializedRowIdColumnName"].startswith("_row-id-col-")
+    files = snapshot.files().select("baseRowId", "defaultRowCommitVersion", "dataChange").collect()
+    assert sorted(r["baseRowId"] for r in files) == [0, 3]
+    assert {r["defaultRowCommitVersion"] for r in files} == {result.version}
+    ids = table.toDF(rowTracking=True).select("id", "_metadata.row_id").collect()
+    assert sorted(r["row_id"] for r in ids) == [0, 1, 2, 3, 4] and snapshot.rowIdHighWaterMark == 4
+    assert _rows_of(table.toDF()) == [(i,) for i in range(5)] == _delta_rs_rows(path)
+    check_table(path)
+    # A transaction that read the table before the backfill and appends now must not land files
+    # without row ids in it: it conflicts.
+    from deltaspark.errors import MetadataChangedError
+    from deltaspark.operations.write import write as write_with_snapshot
+    from deltaspark.storage import storage_for
+
+    with pytest.raises(MetadataChangedError):
+        write_with_snapshot(spark, storage_for(spark), str(path), stale, spark.range(9, 10))
+
+
+def test_a_backfill_racing_an_append_conflicts(spark, tmp_path):
+    from deltaspark.errors import ConcurrentAppendError
+    from deltaspark.operations.table_changes import set_properties
+    from deltaspark.storage import storage_for
+
+    path = tmp_path / "t"
+    write(spark.range(0, 2), str(path))
+    table = DeltaTable.forPath(spark, str(path))
+    stale = table.snapshot()
+    write(spark.range(2, 3), str(path))  # lands first, without row ids
+    with pytest.raises(ConcurrentAppendError):
+        set_properties(spark, storage_for(spark), str(path), stale, {"delta.enableRowTracking": "true"})
+    assert "delta.enableRowTracking" not in table.snapshot().configuration

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from deltaspark.errors import (
@@ -32,7 +33,9 @@ from deltaspark.features.enablement import (
 )
 from deltaspark.features.metadata import Metadata
 from deltaspark.features.protocol import Protocol
+from deltaspark.features.row_tracking import ENABLED_KEY as ROW_TRACKING_KEY
 from deltaspark.operations.write import new_table_metadata, removes_of
+from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
 from deltaspark.storage import Storage
 from deltaspark.transaction.transaction import CommitResult, Transaction
@@ -118,10 +121,61 @@ def set_properties(
     protocol = required_protocol(
         snapshot.protocol, features_for_properties(configuration) | features_for_schema(schema)
     )
+    configuration = stored_configuration(configuration)
     txn = Transaction(spark, storage, table_path, snapshot)
     txn.updateProtocol(protocol)
     txn.updateMetadata(_replace_metadata(metadata, configuration=configuration, schemaString=schema.json()))
-    return txn.commit("SET TBLPROPERTIES", {"properties": properties}, dataChange=False)
+    enabling_row_tracking = _true(configuration.get(ROW_TRACKING_KEY)) and not _true(
+        metadata.configuration.get(ROW_TRACKING_KEY)
+    )
+    if enabling_row_tracking:
+        backfilled = _backfill_row_ids(txn, snapshot)
+        log.info("Enabling row tracking on %s: %d file(s) given base row ids", table_path, backfilled)
+    # Enabling row tracking is checked as a data change (WriteSerializable): a concurrent append,
+    # whose files may lack row ids, must conflict rather than land in a table that claims them.
+    return txn.commit("SET TBLPROPERTIES", {"properties": properties}, dataChange=enabling_row_tracking)
+
+
+def _true(value: str | None) -> bool:
+    return (value or "").strip().lower() == "true"
+
+
+def _backfill_row_ids(txn: Transaction, snapshot: Snapshot) -> int:
+    """Re-add (dataChange=false) every live file without a `baseRowId`, in the commit that enables
+    row tracking, so that the transaction assigns it fresh row ids above the high-water mark: once
+    `delta.enableRowTracking` is true every file must have one. The whole table is read, so a
+    concurrent append (whose files may lack ids) conflicts instead of slipping through."""
+    txn.readWholeTable()
+    lacking = snapshot.files().where(F.col("baseRowId").isNull())
+    counts = lacking.agg(
+        F.count(F.lit(1)), F.count(F.when(F.col("stats_parsed.numRecords").isNull(), 1))
+    ).first()
+    if not counts[0]:
+        return 0
+    num_records = F.col("stats_parsed.numRecords")
+    if counts[1]:
+        # A file without a numRecords statistic: count its physical rows (DVs do not change them).
+        path_column = "__deltaspark_path"
+        physical = (
+            read_files(
+                snapshot,
+                lacking.where(num_records.isNull()).withColumn(path_column, F.col("path")),
+                carry=[path_column],
+                apply_deletion_vectors=False,
+            )
+            .groupBy(path_column)
+            .agg(F.count(F.lit(1)).alias("__rows"))
+        )
+        lacking = lacking.join(physical, lacking["path"] == physical[path_column], "left")
+        num_records = F.coalesce(num_records, F.col("__rows"), F.lit(0))
+    add = F.struct(
+        *[F.col(c) for c in ("path", "partitionValues", "size", "modificationTime")],
+        F.lit(False).alias("dataChange"),
+        *[F.col(c) for c in ("stats", "tags", "deletionVector", "baseRowId", "defaultRowCommitVersion")],
+        F.col("clusteringProvider"),
+    )
+    txn.addFiles(lacking.select(add.alias("add"), num_records.cast("long").alias("num_records")))
+    return int(counts[0])
 
 
 def unset_properties(
