@@ -1,7 +1,8 @@
 """A writer process for tests/test_concurrent_processes.py: its own Spark session, a few commits.
 
-Usage: python -m tests.concurrent_writer TABLE WORKER OPS   (OPS like "append:x,overwrite:x,prop")
-Prints one JSON line per operation: {"op", "version" or null, "error" (exception class) or null}.
+Usage: python -m tests.concurrent_writer TABLE WORKER OPS   (OPS like "append:x,overwrite:x,delete:y,prop")
+Prints one JSON line per operation: {"op", "version" or null, "error" (exception class) or null};
+`delete:p` deletes the even ids of partition p (version null when nothing matched).
 """
 
 from __future__ import annotations
@@ -38,9 +39,12 @@ def main() -> None:
             elif kind == "overwrite":
                 df = spark.createDataFrame([(row_id, partition)], "id long, p string")
                 result = write(df, table, mode="overwrite", replaceWhere=f"p = '{partition}'")
+            elif kind == "delete":
+                result = DeltaTable.forPath(spark, table).delete(f"p = '{partition}' AND id % 2 = 0")
             else:
                 result = DeltaTable.forPath(spark, table).setProperties({f"app.worker{worker}": str(n)})
-            print(json.dumps({"op": op, "id": row_id, "version": result.version, "error": None}), flush=True)
+            version = result.version if result is not None else None
+            print(json.dumps({"op": op, "id": row_id, "version": version, "error": None}), flush=True)
         except DeltaSparkError as exc:
             print(
                 json.dumps({"op": op, "id": row_id, "version": None, "error": type(exc).__name__}), flush=True

@@ -51,8 +51,13 @@ def _commits(table: Path) -> dict[int, list[dict]]:
 
 def test_processes_committing_at_once(spark, tmp_path):
     table = tmp_path / "t"
-    write(spark.createDataFrame([(0, "x"), (1, "y")], "id long, p string"), str(table), partitionBy=["p"])
-    plans = ["append:x,append:y,append:x", "append:y,overwrite:x,append:y", "overwrite:x,prop,append:x"]
+    write(
+        spark.createDataFrame([(0, "x"), (1, "y"), (2, "y")], "id long, p string"),
+        str(table),
+        partitionBy=["p"],
+        properties={"delta.enableDeletionVectors": "true"},
+    )
+    plans = ["append:x,delete:y,append:x", "append:y,overwrite:x,delete:x", "delete:y,prop,append:x"]
     workers = [_start(table, i + 1, plan) for i, plan in enumerate(plans)]
     results = []
     for proc in workers:
@@ -64,7 +69,7 @@ def test_processes_committing_at_once(spark, tmp_path):
     assert {r["error"] for r in failed} <= CONFLICTS, failed
     # A blind append conflicts only with a concurrent metadata change (the "prop" operation).
     assert all(r["error"] == "MetadataChangedError" for r in failed if r["op"].startswith("append"))
-    landed = {r["version"]: r for r in results if not r["error"]}
+    landed = {r["version"]: r for r in results if not r["error"] and r["version"] is not None}
     commits = _commits(table)
     assert sorted(commits) == list(range(len(commits))) == [0, *sorted(landed)]
     for actions in commits.values():  # one commit per file, none overwritten
@@ -73,26 +78,39 @@ def test_processes_committing_at_once(spark, tmp_path):
     assert len(set(txn_ids)) == len(txn_ids)
 
     # WriteSerializable: a row written by a landed commit is gone exactly when a later landed
-    # overwrite of its partition had read it (its readVersion reaches the row's commit).
+    # overwrite of its partition, or delete of its partition's even ids, had read it (its
+    # readVersion reaches the row's commit).
     read_version = {v: acts[0]["commitInfo"].get("readVersion") for v, acts in commits.items()}
-    written = [(0, (0, "x")), (0, (1, "y"))]
-    written += [(v, (r["id"], r["op"].partition(":")[2])) for v, r in landed.items() if ":" in r["op"]]
-    overwrites = [
-        (v, r["op"].partition(":")[2]) for v, r in landed.items() if r["op"].startswith("overwrite")
+    written = [(0, (0, "x")), (0, (1, "y")), (0, (2, "y"))]
+    written += [
+        (v, (r["id"], r["op"].partition(":")[2]))
+        for v, r in landed.items()
+        if r["op"].startswith(("append", "overwrite"))
     ]
-    rows = {
-        row
-        for version, row in written
-        if not any(v > version and p == row[1] and read_version[v] >= version for v, p in overwrites)
-    }
+    removals = [
+        (v, *r["op"].split(":")) for v, r in landed.items() if r["op"].startswith(("overwrite", "delete"))
+    ]
+
+    def removed(version: int, row: tuple) -> bool:
+        return any(
+            v > version
+            and p == row[1]
+            and read_version[v] >= version
+            and (kind == "overwrite" or row[0] % 2 == 0)
+            for v, kind, p in removals
+        )
+
+    rows = {row for version, row in written if not removed(version, row)}
     ours = {tuple(row) for row in DeltaTable.forPath(spark, str(table)).toDF().select("id", "p").collect()}
     assert ours == rows
-    import deltalake
+    import pyarrow as pa
+    from deltalake import DeltaTable as RsTable
+    from deltalake import QueryBuilder
 
-    theirs = {
-        (row["id"], row["p"]) for row in deltalake.DeltaTable(str(table)).to_pyarrow_table().to_pylist()
-    }
+    result = QueryBuilder().register("t", RsTable(str(table))).execute("SELECT id, p FROM t").read_all()
+    theirs = {(row["id"], row["p"]) for row in pa.table(result).to_pylist()}
     assert theirs == rows
+    print("outcomes:", sorted(((r["op"], r["version"], r["error"]) for r in results), key=repr))
 
 
 @pytest.mark.parametrize("delay", [1.0, 2.5, 4.0])

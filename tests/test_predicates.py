@@ -43,6 +43,17 @@ def test_what_pruning_cannot_use_is_opaque():
     assert isinstance(parse_sql("a LIKE 'x%'"), Opaque)
 
 
+def test_an_unreadable_part_leaves_the_rest_readable():
+    """Only the part pruning cannot read is opaque: `p = 'y'` still prunes next to `id % 2 = 0`
+    (a whole-text fallback made such deletes rewrite every file and conflict with every write)."""
+    assert parse_sql("p = 'y' AND id % 2 = 0") == And(Cmp("=", Ref(("p",)), Lit("y")), Opaque("id % 2 = 0"))
+    assert parse_sql("a - 1 > 0 OR p = 'x'") == Or(Opaque("a - 1 > 0"), Cmp("=", Ref(("p",)), Lit("x")))
+    between = parse_sql("(a + 1 BETWEEN 1 AND 3) AND p IN ('x')")  # BETWEEN's AND stays inside
+    assert between == And(Opaque("a + 1 between 1 and 3"), In(Ref(("p",)), (Lit("x"),)))
+    assert parse_sql("id = 2 + 1 AND p = 'q'") == And(Opaque("id = 2 + 1"), Cmp("=", Ref(("p",)), Lit("q")))
+    assert parse_sql("NOT (b * 2 = 4)") == Not(Opaque("b * 2 = 4"))
+
+
 @pytest.mark.connect
 def test_columns_read_like_the_sql_they_stand_for(spark):
     """PySpark Columns become the same tree as the SQL they mean - classic Spark 4 (ColumnNode),

@@ -256,6 +256,18 @@ def test_append_into_another_partition_does_not_conflict(spark, tmp_path):
     assert sorted(r[0] for r in table.toDF().collect()) == [2, 7]
 
 
+def test_a_predicate_with_arithmetic_still_confines_the_read(spark, tmp_path):
+    table = _table(spark, tmp_path / "t")
+    snapshot = table.snapshot()
+    loser = _txn(spark, table, snapshot)
+    loser.readPredicate("p = 'a' AND id % 2 = 0")  # the partition part is readable, the rest not
+    loser.addFiles(_adds_of(spark, table, [(8, "a")]))
+    winner = _overwrite_partition(spark, table, snapshot, "zzz")
+    winner.addFiles(_adds_of(spark, table, [(7, "b")]))
+    winner.commit("WRITE")
+    assert loser.commit("WRITE").version == 2  # adds to partition b were never read
+
+
 @pytest.mark.parametrize("level", ["WriteSerializable", "Serializable"])
 def test_blind_append_against_a_whole_table_overwrite(spark, tmp_path, level):
     table = _table(spark, tmp_path / "t", **{"delta.isolationLevel": level})

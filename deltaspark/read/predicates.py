@@ -79,6 +79,7 @@ _TOKEN = re.compile(
       | (?P<str>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
       | (?P<ident>`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)
       | (?P<op><=>|<=|>=|<>|!=|==|=|<|>|\(|\)|,|\.|-)
+      | (?P<other>\S)
     )""",
     re.VERBOSE,
 )
@@ -122,8 +123,10 @@ def _tokens(text: str) -> list[tuple[str, str]]:
                 out.append(("kw", word.lower()))
             else:
                 out.append(("ident", word))
-        else:
+        elif m.group("op") is not None:
             out.append(("op", m.group("op")))
+        else:
+            out.append(("other", m.group("other")))  # arithmetic and the like: read as opaque
     return out
 
 
@@ -188,9 +191,48 @@ class _Parser:
         return node
 
     def not_(self) -> Any:
-        if self.accept("kw", "not") or self.accept("op", "!"):
+        if self.accept("kw", "not") or self.accept("other", "!"):
             return Not(self.not_())
-        return self.predicate()
+        return self.readable_predicate()
+
+    def _at_boundary(self) -> bool:
+        token = self.peek()
+        return token is None or token in (("kw", "and"), ("kw", "or"), ("op", ")"))
+
+    def readable_predicate(self) -> Any:
+        """A predicate of the grammar, or `Opaque` for one it cannot read (`id % 2 = 0`), so that
+        the conjuncts around it still prune."""
+        start = self.i
+        try:
+            node = self.predicate()
+            if self._at_boundary():
+                return node
+        except _ParseError:
+            pass
+        self.i = start
+        return self._skip_opaque()
+
+    def _skip_opaque(self) -> Opaque:
+        """Consume one unreadable predicate: up to the next AND / OR / ')' outside parentheses
+        (the AND of a BETWEEN belongs to it)."""
+        start, depth, between = self.i, 0, False
+        while (token := self.peek()) is not None:
+            if depth == 0 and token == ("op", ")"):
+                break
+            if depth == 0 and token == ("kw", "or"):
+                break
+            if depth == 0 and token == ("kw", "and"):
+                if not between:
+                    break
+                between = False
+            elif token == ("kw", "between") and depth == 0:
+                between = True
+            depth += token == ("op", "(")
+            depth -= token == ("op", ")")
+            self.i += 1
+        if self.i == start:
+            raise _ParseError(f"expected a predicate, got {self.peek()}")
+        return Opaque(" ".join(value for _, value in self.tokens[start : self.i]))
 
     def predicate(self) -> Any:
         left = self.primary()
