@@ -137,3 +137,31 @@ def test_a_writer_killed_mid_commit_leaves_a_readable_table(spark, tmp_path, del
     snapshot = DeltaTable.forPath(spark, str(table)).snapshot()
     assert snapshot.version == latest
     assert snapshot.toDF().count() == latest + 1  # each landed append added exactly one row
+
+
+def test_a_writer_killed_during_deletion_vector_deletes(spark, tmp_path):
+    from tests.reference_rows import reference_rows
+    from tests.writer_rules import check_table
+
+    table = tmp_path / "t"
+    write(
+        spark.createDataFrame([(i, "x") for i in range(6)], "id long, p string").coalesce(1),
+        str(table),
+        partitionBy=["p"],
+        properties={"delta.enableDeletionVectors": "true"},
+    )
+    proc = _start(table, 1, "delete:x,append:x,delete:x,append:x,delete:x")
+    assert proc.stdout is not None
+    assert '"ready"' in proc.stdout.readline()
+    time.sleep(3.0)  # part-way through the deletes (DV files staged, decoded, committed)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    proc.stdout.close()
+    proc.stderr.close()
+    commits = _commits(table)
+    assert sorted(commits) == list(range(max(commits) + 1))
+    check_table(table)  # every referenced DV exists, with its framing, CRC and cardinality
+    ours = sorted(r[0] for r in DeltaTable.forPath(spark, str(table)).toDF().select("id").collect())
+    assert ours == sorted(r["id"] for r in reference_rows(str(table)))
+    assert all(i % 2 for i in ours if i < 6) or max(commits) == 0  # a landed delete took the even ids
+    assert all(p.name.startswith((".", "_")) or p.suffix in (".bin",) or p.is_dir() for p in table.iterdir())

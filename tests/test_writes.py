@@ -358,20 +358,25 @@ def test_restore_to_version_and_timestamp(spark, tmp_path):
     write(spark.createDataFrame([(3, "c")], schema), str(path))
     write(spark.createDataFrame([(9, "a")], schema), str(path), mode="overwrite", replaceWhere="p = 'a'")
     table = DeltaTable.forPath(spark, str(path))
+    sizes = {v: {r["path"]: r["size"] for r in table.snapshot(version=v).files().collect()} for v in (0, 2)}
+    restored = {p: n for p, n in sizes[0].items() if p not in sizes[2]}
+    removed = {p: n for p, n in sizes[2].items() if p not in sizes[0]}
     metrics = table.restoreToVersion(0).first().asDict()
     assert metrics == {
-        "table_size_after_restore": metrics["table_size_after_restore"],
+        "table_size_after_restore": sum(sizes[0].values()),
         "num_of_files_after_restore": 2,
         "num_removed_files": 2,  # c and the new a
         "num_restored_files": 1,  # the old a
-        "removed_files_size": metrics["removed_files_size"],
-        "restored_files_size": metrics["restored_files_size"],
+        "removed_files_size": sum(removed.values()),
+        "restored_files_size": sum(restored.values()),
     }
     assert table.snapshot().version == 3
     assert _rows_of(table.toDF()) == [(1, "a"), (2, "b")] == _delta_rs_rows(path)
     assert [r["operation"] for r in table.history(1).collect()] == ["RESTORE"]
     when = table.snapshot(version=1).timestamp
-    table.restoreToTimestamp(when)
+    (path / "_delta_log" / f"{1:020d}.crc").unlink()  # the restored size is then counted, not read
+    metrics = table.restoreToTimestamp(when).first().asDict()
+    assert metrics["table_size_after_restore"] == table.snapshot().summary()["sizeInBytes"]
     assert _rows_of(table.toDF()) == [(1, "a"), (2, "b"), (3, "c")] == _delta_rs_rows(path)
     with pytest.raises(InvalidArgumentError, match="latest version"):
         table.restoreToVersion(table.snapshot().version)

@@ -1,10 +1,14 @@
 """RESTORE: make the latest version hold exactly the files of an earlier one, as one commit.
 
-The two snapshots are compared as DataFrames keyed by (canonical path, deletion vector id): files
-of the target that are not live now are re-added, files live now that the target lacks are
-removed. Nothing per file is collected, except the paths handed to Spark's own existence check of
-the files to re-add (a restore must not reference a file VACUUM deleted). The protocol is never
-downgraded; the target's metadata comes back. Metrics are delta-spark's.
+The two snapshots are compared in one full outer join keyed by (canonical path, deletion vector
+id): files of the target that are not live now are re-added, files live now that the target lacks
+are removed. Each snapshot is replayed once: the join's differing rows (a lean struct of each
+side's action, no parsed statistics) are cached, and the existence check, the metrics, the
+commit's lines and its checksum all read that cache. The restored table's size comes from the
+target version's checksum file (`N.crc`), or one aggregate over the target when it has none.
+Nothing per file is collected, except the paths handed to Spark's own existence check of the files
+to re-add (a restore must not reference a file VACUUM deleted). The protocol is never downgraded;
+the target's metadata comes back. Metrics are delta-spark's.
 """
 
 from __future__ import annotations
@@ -25,14 +29,22 @@ from deltaspark.read.scan import escape_glob
 from deltaspark.snapshot import Snapshot
 from deltaspark.spark_compat import read_paths
 from deltaspark.storage import Storage
+from deltaspark.transaction.checksum import read_checksum
 from deltaspark.transaction.transaction import CommitResult, Transaction
 
 log = logging.getLogger(__name__)
 
 
-def _keyed(files: DataFrame, root: str) -> DataFrame:
+# The columns of `files()` a re-added or removed file needs (`add` fields and the record count).
+_LEAN = [f.name for f in schemas.ADD.fields]
+
+
+def _keyed(files: DataFrame, root: str, side: str) -> DataFrame:
+    """`files()` rows as (`__key`, one struct column `side` of the lean action fields)."""
     dv = F.coalesce(dv_unique_id(F.col("deletionVector")), F.lit(""))
-    return files.withColumn("__key", F.concat_ws("\0", canonical_path(F.col("path"), root), dv))
+    lean = F.struct(*[F.col(name) for name in _LEAN], F.col("stats_parsed.numRecords").alias("num_records"))
+    key = F.concat_ws("\0", canonical_path(F.col("path"), root), dv)
+    return files.select(key.alias("__key"), lean.alias(side))
 
 
 def _check_exist(spark: SparkSession, files: DataFrame, root: str) -> None:
@@ -53,6 +65,14 @@ def _check_exist(spark: SparkSession, files: DataFrame, root: str) -> None:
         raise
 
 
+def _target_totals(storage: Storage, table_path: str, target: Snapshot) -> dict[str, int]:
+    """Files and bytes of the target version: its checksum file when it has one, else counted."""
+    doc = read_checksum(storage, table_path, target.version)
+    if doc and isinstance(doc.get("numFiles"), int) and isinstance(doc.get("tableSizeBytes"), int):
+        return {"numFiles": doc["numFiles"], "sizeInBytes": doc["tableSizeBytes"]}
+    return target.summary()
+
+
 def restore(
     spark: SparkSession,
     storage: Storage,
@@ -66,36 +86,43 @@ def restore(
             f"Cannot restore {table_path} to version {target.version}: the latest version is {latest.version}"
         )
     root = latest.tableRoot
-    now = latest.files()
-    then = target.files()
-    current, wanted = _keyed(now, root), _keyed(then, root)
-    to_add = wanted.join(current.select("__key"), "__key", "left_anti").drop("__key")
-    to_remove = current.join(wanted.select("__key"), "__key", "left_anti").drop("__key")
-    _check_exist(spark, to_add, root)
-
-    txn = Transaction(spark, storage, table_path, latest)
-    txn.readWholeTable()
-    txn.updateProtocol(required_protocol(latest.protocol, target.protocol.tableFeatures))
-    if target.metadata != latest.metadata:
-        txn.updateMetadata(target.metadata)
-    # A re-added file is the target's `add` with dataChange set (the transaction orders the fields).
-    kept = [F.col(f.name) for f in schemas.ADD.fields if f.name != "dataChange"]
-    adds = to_add.select(
-        F.struct(*kept, F.lit(True).alias("dataChange")).alias("add"),
-        F.col("stats_parsed.numRecords").alias("num_records"),
+    joined = _keyed(latest.files(), root, "now").join(_keyed(target.files(), root, "then"), "__key", "full")
+    only_then, only_now = F.col("now").isNull(), F.col("then").isNull()
+    diff = joined.where(only_then | only_now).select(
+        only_then.alias("restored"), F.when(only_then, F.col("then")).otherwise(F.col("now")).alias("file")
     )
-    txn.addFiles(adds)
-    txn.removeFiles(removes_of(to_remove, int(time.time() * 1000)))
-    added = to_add.agg(F.count(F.lit(1)), F.sum("size")).first()
-    removed = to_remove.agg(F.count(F.lit(1)), F.sum("size")).first()
-    after = then.agg(F.count(F.lit(1)), F.sum("size")).first()
-    metrics = {
-        "tableSizeAfterRestore": int(after[1] or 0),
-        "numOfFilesAfterRestore": int(after[0] or 0),
-        "numRemovedFiles": int(removed[0] or 0),
-        "numRestoredFiles": int(added[0] or 0),
-        "removedFilesSize": int(removed[1] or 0),
-        "restoredFilesSize": int(added[1] or 0),
-    }
-    log.info("Restoring %s to version %d: %s", table_path, target.version, metrics)
-    return txn.commit("RESTORE", parameters, metrics)
+    diff = diff.persist()
+    try:
+        counts = diff.groupBy("restored").agg(F.count(F.lit(1)), F.sum("file.size")).collect()
+        after = _target_totals(storage, table_path, target)
+        by_side = {bool(r[0]): (int(r[1]), int(r[2] or 0)) for r in counts}
+        to_add = diff.where("restored").select("file.*")
+        to_remove = diff.where("NOT restored").select("file.*")
+        if by_side.get(True):
+            _check_exist(spark, to_add, root)
+
+        txn = Transaction(spark, storage, table_path, latest)
+        txn.readWholeTable()
+        txn.updateProtocol(required_protocol(latest.protocol, target.protocol.tableFeatures))
+        if target.metadata != latest.metadata:
+            txn.updateMetadata(target.metadata)
+        # A re-added file is the target's `add` with dataChange set (the transaction orders the fields).
+        kept = [F.col(name) for name in _LEAN if name != "dataChange"]
+        adds = to_add.select(
+            F.struct(*kept, F.lit(True).alias("dataChange")).alias("add"), F.col("num_records")
+        )
+        txn.addFiles(adds)
+        txn.removeFiles(removes_of(to_remove, int(time.time() * 1000)))
+        removed, added = by_side.get(False, (0, 0)), by_side.get(True, (0, 0))
+        metrics = {
+            "tableSizeAfterRestore": after["sizeInBytes"],
+            "numOfFilesAfterRestore": after["numFiles"],
+            "numRemovedFiles": removed[0],
+            "numRestoredFiles": added[0],
+            "removedFilesSize": removed[1],
+            "restoredFilesSize": added[1],
+        }
+        log.info("Restoring %s to version %d: %s", table_path, target.version, metrics)
+        return txn.commit("RESTORE", parameters, metrics)
+    finally:
+        diff.unpersist()

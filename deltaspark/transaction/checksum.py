@@ -82,44 +82,39 @@ def aggregate_inputs(size: Column, deletion_vector: Column) -> list[Column]:
     ]
 
 
-def aggregate_columns() -> list[Column]:
-    """Aggregates over `aggregate_inputs`, as one struct column `totals`: usable in `agg` or in
-    `observe` (computed while Spark writes the commit's lines: no extra pass over the actions)."""
-    counts = ", ".join(f"count(CASE WHEN __ck_bin = {i} THEN 1 END)" for i in range(len(FILE_SIZE_BINS)))
-    sizes = ", ".join(
-        f"coalesce(sum(CASE WHEN __ck_bin = {i} THEN __ck_size END), 0)" for i in range(len(FILE_SIZE_BINS))
-    )
-    deleted = ", ".join(
-        f"count(CASE WHEN __ck_dbin = {i} THEN 1 END)" for i in range(len(DELETED_RECORD_BINS))
-    )
-    return [
-        F.expr(
-            "named_struct('n', count(1), 'bytes', coalesce(sum(__ck_size), 0), "
-            "'deleted', coalesce(sum(__ck_deleted), 0), 'dvs', coalesce(sum(__ck_has_dv), 0), "
-            f"'counts', array({counts}), 'sizes', array({sizes}), 'deletedCounts', array({deleted}))"
-        ).alias("totals")
-    ]
-
-
-def totals_of(row: Any) -> dict[str, Any]:
-    """The result of `aggregate_columns` (a Row, or the dict an Observation gives) as totals."""
-    totals = row["totals"]
-    return {
-        "numFiles": int(totals["n"]),
-        "tableSizeBytes": int(totals["bytes"]),
-        "numDeletedRecords": int(totals["deleted"]),
-        "numDeletionVectors": int(totals["dvs"]),
-        "fileCounts": [int(v) for v in totals["counts"]],
-        "totalBytes": [int(v) for v in totals["sizes"]],
-        "deletedRecordCounts": [int(v) for v in totals["deletedCounts"]],
-    }
-
-
 def file_aggregates(files: DataFrame, dvs: bool) -> dict[str, Any]:
-    """Count, bytes and histograms of `add`/`remove`-shaped rows (`size`, `deletionVector`), in one
-    global aggregate (no shuffle: partial sums per task, one final row)."""
-    frame = files.select(*aggregate_inputs(F.col("size"), F.col("deletionVector")))
-    return totals_of(frame.agg(*aggregate_columns()).first())
+    """Count, bytes and histograms of `add`/`remove`-shaped rows (`size`, `deletionVector`).
+
+    Each row's bins are computed once and the rows grouped by (size bin, deleted-rows bin): a
+    code-generated hash aggregate with at most a few hundred groups, collected to the driver.
+    (The same sums as one global aggregate of ~200 conditional counts cost 5x more per row.)"""
+    inputs = files.select(*aggregate_inputs(F.col("size"), F.col("deletionVector")))
+    groups = (
+        inputs.groupBy("__ck_bin", "__ck_dbin")
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum("__ck_size").alias("bytes"),
+            F.sum("__ck_deleted").alias("deleted"),
+            F.sum("__ck_has_dv").alias("dvs"),
+        )
+        .collect()
+    )
+    counts = [0] * len(FILE_SIZE_BINS)
+    sizes = [0] * len(FILE_SIZE_BINS)
+    deleted_counts = [0] * len(DELETED_RECORD_BINS)
+    for row in groups:
+        counts[row["__ck_bin"]] += int(row["n"])
+        sizes[row["__ck_bin"]] += int(row["bytes"] or 0)
+        deleted_counts[row["__ck_dbin"]] += int(row["n"])
+    return {
+        "numFiles": sum(counts),
+        "tableSizeBytes": sum(sizes),
+        "numDeletedRecords": sum(int(r["deleted"] or 0) for r in groups),
+        "numDeletionVectors": sum(int(r["dvs"] or 0) for r in groups),
+        "fileCounts": counts,
+        "totalBytes": sizes,
+        "deletedRecordCounts": deleted_counts,
+    }
 
 
 def _document(

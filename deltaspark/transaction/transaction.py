@@ -119,8 +119,6 @@ class Transaction:
         self._reads = TransactionReads(snapshot, WRITE_SERIALIZABLE, True, False, False)
         self._txn_id = A.new_txn_id()
         self._last_high_water_mark: int | None = None
-        # Checksum totals of the file actions, observed while Spark renders them (see _render_files).
-        self._observed: dict[str, dict[str, Any]] = {}
         self._store = LogStore(storage)  # refuses sessions that cannot commit, before any work
 
     # ---- what the transaction read ----------------------------------------------------------------
@@ -357,13 +355,9 @@ class Transaction:
                 removed = C.aggregate_dicts([a["remove"] for a in small if "remove" in a])
                 dvs = self.protocol.hasFeature("deletionVectors")
                 if self._adds is not None:
-                    totals = self._observed.get("add") or C.file_aggregates(self._adds.select("add.*"), dvs)
-                    added = C.combine(added, totals)
+                    added = C.combine(added, C.file_aggregates(self._adds.select("add.*"), dvs))
                 if self._removes is not None:
-                    totals = self._observed.get("remove") or C.file_aggregates(
-                        self._removes.select("remove.*"), dvs
-                    )
-                    removed = C.combine(removed, totals)
+                    removed = C.combine(removed, C.file_aggregates(self._removes.select("remove.*"), dvs))
                 empty = {
                     "txnId": None,
                     "numFiles": 0,
@@ -467,9 +461,8 @@ class Transaction:
         version: int,
         high_water_mark: int | None,
     ) -> list[str]:
-        """JSON lines of the file actions, written by Spark tasks; returns the part files. The
-        checksum's totals of the adds and removes are observed in the same job."""
-        frames, observations = [], {}
+        """JSON lines of the file actions, written by Spark tasks; returns the part files."""
+        frames = []
         if adds is not None:
             add = F.col("add")
             if high_water_mark is not None:
@@ -478,28 +471,11 @@ class Transaction:
                     "defaultRowCommitVersion",
                     F.coalesce(F.col("add.defaultRowCommitVersion"), F.lit(version).cast("long")),
                 )
-            frames.append(self._observe(adds, "add", observations).select(A.add_line(add).alias("value")))
+            frames.append(adds.select(A.add_line(add).alias("value")))
         if self._removes is not None:
-            removes = self._observe(self._removes, "remove", observations)
-            frames.append(removes.select(A.remove_line(F.col("remove")).alias("value")))
+            frames.append(self._removes.select(A.remove_line(F.col("remove")).alias("value")))
         lines = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
         out = join_path(temp_dir, f"attempt-{attempt}")
         lines.write.mode("errorifexists").option("compression", "none").text(out)
-        self._observed = {}
-        for kind, observation in observations.items():
-            try:
-                self._observed[kind] = C.totals_of(observation.get)
-            except Exception as exc:  # noqa: BLE001 - the checksum then aggregates on its own
-                log.debug("No observed checksum totals for %s actions: %s", kind, exc)
         parts = self.storage.list_dir(out, "part-*") or []
         return sorted(p.path for p in parts if p.size > 0)
-
-    @staticmethod
-    def _observe(frame: DataFrame, kind: str, observations: dict[str, Any]) -> DataFrame:
-        """`frame` with the checksum's aggregates of its `kind` actions observed when it is written."""
-        from pyspark.sql import Observation
-
-        observation = Observation(f"deltaspark-{kind}-{uuid.uuid4().hex[:8]}")
-        observations[kind] = observation
-        inputs = C.aggregate_inputs(F.col(f"{kind}.size"), F.col(f"{kind}.deletionVector"))
-        return frame.select("*", *inputs).observe(observation, *C.aggregate_columns())
