@@ -84,24 +84,16 @@ def delete(
     }
     if condition is None:
         txn.readWholeTable()
-        whole, partial = snapshot.files(), None
+        files, whole_files = snapshot.files(), True
     else:
         if not isinstance(condition, (str, Column)):
             raise InvalidArgumentError("delete() takes the condition as a SQL string or a Column")
         txn.readPredicate(condition)
         files = snapshot.files(condition)
-        if _partition_only(condition, snapshot.partitionColumns):
-            whole, partial = files, None  # the partition values decide every row of these files
-        else:
-            whole, partial = None, files
-    candidates = whole if whole is not None else partial
-    assert candidates is not None
+        # When the partition values decide the condition, every row of a candidate file matches.
+        whole_files = _partition_only(condition, snapshot.partitionColumns)
     # One row per candidate file, used by every step below: replay the log once, not per step.
-    candidates = candidates.persist()
-    if whole is not None:
-        whole = candidates
-    else:
-        partial = candidates
+    candidates = files.persist()
     txn.readFiles(candidates)
     cached: list[Any] = [candidates]
     try:
@@ -116,7 +108,7 @@ def delete(
         if not counts[0]:
             log.info("Nothing to delete from %s: no file can hold a matching row", table_path)
             return None
-        if partial is None:
+        if whole_files:
             txn.removeFiles(removes_of(candidates, now))
             metrics["numRemovedFiles"] = int(counts[0])
             metrics["numRemovedBytes"] = int(counts[2] or 0)
@@ -127,12 +119,12 @@ def delete(
             matches = F.coalesce(expression, F.lit(False))
             if use_dvs and not counts[5]:
                 deleted = _mark_deleted(
-                    spark, storage, snapshot, txn, partial, int(counts[0]), matches, now, metrics, cached
+                    spark, storage, snapshot, txn, candidates, int(counts[0]), matches, now, metrics, cached
                 )
             else:
                 if use_dvs:
                     log.info("Rewriting files of %s: some have no numRecords statistic for a DV", table_path)
-                deleted = _rewrite(spark, snapshot, txn, partial, matches, now, metrics, cached)
+                deleted = _rewrite(spark, snapshot, txn, candidates, matches, now, metrics, cached)
             if deleted is None:
                 log.info("Nothing to delete from %s: no row matches", table_path)
                 return None
