@@ -85,10 +85,11 @@ MAX_ID_KEY = "delta.columnMapping.maxColumnId"
 
 
 def with_column_mapping(
-    schema: StructType, configuration: dict[str, str], max_id: int, keep_names: bool
+    schema: StructType, configuration: dict[str, str], keep_names: bool
 ) -> tuple[StructType, dict[str, str]]:
-    """`schema` with ids and physical names for every field lacking them, and `configuration` with
-    the new `maxColumnId`, when `configuration` turns column mapping on (unchanged otherwise)."""
+    """`schema` with ids (above `configuration`'s `maxColumnId`) and physical names for every field
+    lacking them, and `configuration` with the new `maxColumnId`, when `configuration` turns column
+    mapping on (both unchanged otherwise)."""
     from deltaspark.errors import InvalidArgumentError
 
     mode = (configuration.get(MODE_KEY) or "none").lower()
@@ -98,7 +99,7 @@ def with_column_mapping(
         )
     if mode == "none":
         return schema, configuration
-    max_id = max(max_id, int(configuration.get(MAX_ID_KEY) or 0))
+    max_id = int(configuration.get(MAX_ID_KEY) or 0)
     schema, new_max = assign_column_mapping(schema, mode, max_id, keep_names)
     return schema, {**configuration, MAX_ID_KEY: str(new_max)}
 

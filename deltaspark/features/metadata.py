@@ -10,6 +10,11 @@ from pyspark.sql.types import StructType
 from deltaspark.features.schema import parse_schema_string
 
 
+def is_true(value: str | None) -> bool:
+    """A boolean table property (or session setting) as Delta reads one: "true", any case."""
+    return (value or "").strip().lower() == "true"
+
+
 @dataclass(frozen=True)
 class Metadata:
     id: str | None
@@ -37,6 +42,10 @@ class Metadata:
             createdTime=d.get("createdTime"),
             configuration={k: v for k, v in (d.get("configuration") or {}).items() if v is not None},
         )
+
+    def flag(self, key: str) -> bool:
+        """Whether the boolean table property `key` is set to true."""
+        return is_true(self.configuration.get(key))
 
     def schema(self, where: str = "the table") -> StructType:
         return parse_schema_string(self.schemaString, where)

@@ -31,7 +31,7 @@ from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.features.row_tracking import materialized_columns
 from deltaspark.log.paths import canonical_path
 from deltaspark.operations.deletion_vector_writer import write_deletion_vectors
-from deltaspark.operations.write import check_writable_rows, removes_of, write_data_files
+from deltaspark.operations.write import add_of, check_writable_rows, removes_of, write_data_files
 from deltaspark.read.predicates import from_filter, references
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
@@ -51,7 +51,7 @@ def _partition_only(condition: Any, partition_columns: list[str]) -> bool:
 
 def writes_deletion_vectors(snapshot: Snapshot) -> bool:
     """Whether DML on this table marks rows deleted with DVs instead of rewriting files."""
-    enabled = snapshot.configuration.get("delta.enableDeletionVectors", "").strip().lower() == "true"
+    enabled = snapshot.metadata.flag("delta.enableDeletionVectors")
     return enabled and snapshot.protocol.hasFeature("deletionVectors")
 
 
@@ -62,7 +62,7 @@ def delete(
     started = time.time()
     metadata, protocol = snapshot.metadata, snapshot.protocol
     check_writable_rows(protocol, metadata, table_path)
-    if metadata.configuration.get("delta.appendOnly", "").strip().lower() == "true":
+    if metadata.flag("delta.appendOnly"):
         raise AppendOnlyTableError(
             f"Cannot delete from {table_path}: the table is append-only (delta.appendOnly=true)"
         )
@@ -193,19 +193,7 @@ def _mark_deleted(
     if not totals[0]:
         return None
     txn.removeFiles(removes_of(changed, now))
-    add = F.struct(
-        F.col("path"),
-        F.col("partitionValues"),
-        F.col("size"),
-        F.col("modificationTime"),
-        F.lit(True).alias("dataChange"),
-        F.col("__newStats").alias("stats"),
-        F.col("tags"),
-        F.col("__newDv").alias("deletionVector"),
-        F.col("baseRowId"),
-        F.col("defaultRowCommitVersion"),
-        F.col("clusteringProvider"),
-    )
+    add = add_of(dataChange=F.lit(True), stats=F.col("__newStats"), deletionVector=F.col("__newDv"))
     num_records = F.col("stats_parsed.numRecords").alias("num_records")
     txn.addFiles(changed.where(~emptied).select(add.alias("add"), num_records))
     changed_files, emptied_files = int(totals[0]), int(totals[1])

@@ -24,7 +24,7 @@ from deltaspark.features.deletion_vectors import dv_unique_id
 from deltaspark.features.enablement import required_protocol
 from deltaspark.log import action_schemas as schemas
 from deltaspark.log.paths import canonical_path
-from deltaspark.operations.write import removes_of
+from deltaspark.operations.write import add_of, removes_of
 from deltaspark.read.scan import escape_glob
 from deltaspark.snapshot import Snapshot
 from deltaspark.spark_compat import read_paths
@@ -106,11 +106,8 @@ def restore(
         txn.updateProtocol(required_protocol(latest.protocol, target.protocol.tableFeatures))
         if target.metadata != latest.metadata:
             txn.updateMetadata(target.metadata)
-        # A re-added file is the target's `add` with dataChange set (the transaction orders the fields).
-        kept = [F.col(name) for name in _LEAN if name != "dataChange"]
-        adds = to_add.select(
-            F.struct(*kept, F.lit(True).alias("dataChange")).alias("add"), F.col("num_records")
-        )
+        # A re-added file is the target's `add` with dataChange set.
+        adds = to_add.select(add_of(dataChange=F.lit(True)).alias("add"), F.col("num_records"))
         txn.addFiles(adds)
         txn.removeFiles(removes_of(to_remove, int(time.time() * 1000)))
         removed, added = by_side.get(False, (0, 0)), by_side.get(True, (0, 0))

@@ -23,7 +23,7 @@ from deltaspark.errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
-from deltaspark.features.column_mapping import MAX_ID_KEY, MODE_KEY, with_column_mapping
+from deltaspark.features.column_mapping import MODE_KEY, with_column_mapping
 from deltaspark.features.enablement import (
     READER_WRITER_FEATURES,
     features_for_properties,
@@ -31,10 +31,10 @@ from deltaspark.features.enablement import (
     required_protocol,
     stored_configuration,
 )
-from deltaspark.features.metadata import Metadata
+from deltaspark.features.metadata import Metadata, is_true
 from deltaspark.features.protocol import Protocol
 from deltaspark.features.row_tracking import ENABLED_KEY as ROW_TRACKING_KEY
-from deltaspark.operations.write import new_table_metadata, removes_of
+from deltaspark.operations.write import add_of, new_table_metadata, removes_of
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
 from deltaspark.storage import Storage
@@ -74,7 +74,7 @@ def create_table(
     unknown = [c for c in partition_by if c.lower() not in names]
     if unknown:
         raise InvalidArgumentError(f"Partition column(s) {', '.join(unknown)} are not columns of the table")
-    schema, configuration = with_column_mapping(schema, dict(properties), 0, keep_names=False)
+    schema, configuration = with_column_mapping(schema, dict(properties), keep_names=False)
     features = features_for_properties(configuration) | features_for_schema(schema)
     current = snapshot.protocol if snapshot is not None else None
     protocol = required_protocol(current, features)
@@ -116,8 +116,7 @@ def set_properties(
                 "`name` mode on a table without column mapping is possible without rewriting it",
                 ["columnMapping"],
             )
-        max_id = int(metadata.configuration.get(MAX_ID_KEY, "0"))
-        schema, configuration = with_column_mapping(schema, configuration, max_id, keep_names=True)
+        schema, configuration = with_column_mapping(schema, configuration, keep_names=True)
     protocol = required_protocol(
         snapshot.protocol, features_for_properties(configuration) | features_for_schema(schema)
     )
@@ -125,8 +124,8 @@ def set_properties(
     txn = Transaction(spark, storage, table_path, snapshot)
     txn.updateProtocol(protocol)
     txn.updateMetadata(_replace_metadata(metadata, configuration=configuration, schemaString=schema.json()))
-    enabling_row_tracking = _true(configuration.get(ROW_TRACKING_KEY)) and not _true(
-        metadata.configuration.get(ROW_TRACKING_KEY)
+    enabling_row_tracking = is_true(configuration.get(ROW_TRACKING_KEY)) and not metadata.flag(
+        ROW_TRACKING_KEY
     )
     if enabling_row_tracking:
         backfilled = _backfill_row_ids(txn, snapshot)
@@ -134,10 +133,6 @@ def set_properties(
     # Enabling row tracking is checked as a data change (WriteSerializable): a concurrent append,
     # whose files may lack row ids, must conflict rather than land in a table that claims them.
     return txn.commit("SET TBLPROPERTIES", {"properties": properties}, dataChange=enabling_row_tracking)
-
-
-def _true(value: str | None) -> bool:
-    return (value or "").strip().lower() == "true"
 
 
 def _backfill_row_ids(txn: Transaction, snapshot: Snapshot) -> int:
@@ -168,12 +163,7 @@ def _backfill_row_ids(txn: Transaction, snapshot: Snapshot) -> int:
         )
         lacking = lacking.join(physical, lacking["path"] == physical[path_column], "left")
         num_records = F.coalesce(num_records, F.col("__rows"), F.lit(0))
-    add = F.struct(
-        *[F.col(c) for c in ("path", "partitionValues", "size", "modificationTime")],
-        F.lit(False).alias("dataChange"),
-        *[F.col(c) for c in ("stats", "tags", "deletionVector", "baseRowId", "defaultRowCommitVersion")],
-        F.col("clusteringProvider"),
-    )
+    add = add_of(dataChange=F.lit(False))
     txn.addFiles(lacking.select(add.alias("add"), num_records.cast("long").alias("num_records")))
     return int(counts[0])
 

@@ -376,6 +376,12 @@ def describe_files(
     return per_file.select(add.alias("add"), "num_records"), per_file
 
 
+def add_of(**changes: Column) -> Column:
+    """The `add` action of a `files()` row (the protocol's fields), with the fields in `changes`
+    replaced: `add_of(dataChange=F.lit(False))` re-adds a file as it is."""
+    return F.struct(*[changes.get(f.name, F.col(f.name)).alias(f.name) for f in schemas.ADD.fields])
+
+
 def removes_of(files: DataFrame, now_ms: int) -> DataFrame:
     """`remove` actions for `files()` rows, carrying what the protocol asks (extended metadata,
     the DV and row-tracking fields, so that CDF and row ids stay derivable)."""
@@ -474,7 +480,7 @@ def write(
             raise InvalidArgumentError(
                 f"partitionBy names column(s) {', '.join(missing)} not in the DataFrame"
             )
-        schema, configuration = with_column_mapping(schema, configuration, 0, keep_names=False)
+        schema, configuration = with_column_mapping(schema, configuration, keep_names=False)
         protocol = required_protocol(
             None, features_for_properties(configuration) | features_for_schema(schema)
         )
@@ -496,7 +502,7 @@ def write(
                     f"partitionBy names column(s) {', '.join(missing)} not in the DataFrame"
                 )
             new_schema, configuration = with_column_mapping(
-                new_schema, dict(metadata.configuration), 0, keep_names=False
+                new_schema, dict(metadata.configuration), keep_names=False
             )
             metadata = replace(
                 metadata,
@@ -506,17 +512,12 @@ def write(
             )
             partitionBy = None
         elif mergeSchema:
-            widening = metadata.configuration.get("delta.enableTypeWidening", "").lower() == "true"
-            merged = merge_schemas(
-                metadata.schema(table_path),
-                df.schema,
-                table_path,
-                widening and protocol.hasFeature("typeWidening"),
-            )
+            widening = metadata.flag("delta.enableTypeWidening") and protocol.hasFeature("typeWidening")
+            merged = merge_schemas(metadata.schema(table_path), df.schema, table_path, widening)
             if merged != metadata.schema(table_path):
                 # New columns get ids and physical names on a column-mapped table.
                 merged, configuration = with_column_mapping(
-                    merged, dict(metadata.configuration), 0, keep_names=False
+                    merged, dict(metadata.configuration), keep_names=False
                 )
                 metadata = replace(metadata, schemaString=merged.json(), configuration=configuration)
         if metadata is not snapshot.metadata:

@@ -34,7 +34,7 @@ from deltaspark.errors import (
     TooManyCommitAttemptsError,
     UnsupportedWriterFeatureError,
 )
-from deltaspark.features.metadata import Metadata
+from deltaspark.features.metadata import Metadata, is_true
 from deltaspark.features.protocol import Protocol, check_writable
 from deltaspark.log import action_schemas as schemas
 from deltaspark.log.files import LogFileKind
@@ -92,10 +92,6 @@ def _in_schema_order(frame: DataFrame, column: str, schema: StructType) -> Colum
             for f in schema.fields
         ]
     )
-
-
-def _true(value: str | None) -> bool:
-    return (value or "").strip().lower() == "true"
 
 
 class Transaction:
@@ -187,7 +183,7 @@ class Transaction:
     def _row_tracking(self) -> bool:
         assert self.protocol is not None and self.metadata is not None
         supported = "rowTracking" in (self.protocol.writerFeatures or ())
-        return supported and not _true(self.metadata.configuration.get("delta.rowTrackingSuspended"))
+        return supported and not is_true(self.metadata.configuration.get("delta.rowTrackingSuspended"))
 
     def _check_writable(self, small_removes: bool) -> None:
         if self.protocol is None or self.metadata is None:
@@ -200,7 +196,7 @@ class Transaction:
                 "(addFeatureSupport('domainMetadata') adds it)",
                 ["domainMetadata"],
             )
-        if _true(self.metadata.configuration.get("delta.appendOnly")):
+        if is_true(self.metadata.configuration.get("delta.appendOnly")):
             removes_data = small_removes or (
                 self._removes is not None
                 and self._removes.where(F.coalesce(F.col("remove.dataChange"), F.lit(True))).first()
@@ -243,7 +239,7 @@ class Transaction:
         adds = self._prepare_adds(row_tracking)
         high_water_mark = self._read_high_water_mark() if row_tracking else None
         new_rows = self._count_new_rows(adds) if row_tracking else 0
-        ict_enabled = _true(self.metadata.configuration.get(ICT_ENABLED))
+        ict_enabled = is_true(self.metadata.configuration.get(ICT_ENABLED))
         ict_newly_enabled = ict_enabled and not (
             self.snapshot is not None and self.snapshot.inCommitTimestamps.applies_to(self.snapshot.version)
         )
