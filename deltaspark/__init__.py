@@ -6,6 +6,7 @@ snap = dt.snapshot()            # or snapshot(version=5) / snapshot(timestamp="2
 snap.files().show()             # live files, as a DataFrame
 """
 
+from deltaspark.audit.report import AuditReport
 from deltaspark.errors import (
     AppendOnlyTableError,
     ChangeDataNotRecordedError,
@@ -52,6 +53,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AppendOnlyTableError",
+    "AuditReport",
     "ChangeDataNotRecordedError",
     "CheckpointWriteError",
     "CommitError",

@@ -1,4 +1,4 @@
-"""`deltaspark` command line: describe, files, history, checkpoint, cleanup and a demo.
+"""`deltaspark` command line: describe, files, history, checkpoint, cleanup, audit, repair and a demo.
 
 Runs on an embedded local Spark by default; `--master` points at a cluster, `--remote` at a
 Spark Connect server. Output is human-readable tables, or JSON with `--json`.
@@ -270,6 +270,31 @@ def cmd_cleanup(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     return 0
 
 
+def cmd_audit(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from deltaspark.table import DeltaTable
+
+    report = DeltaTable.forPath(spark, args.path).audit(args.level, args.start_version, args.end_version)
+    if args.findings:
+        report.findings.coalesce(1).write.mode("error").json(args.findings)
+    print(report.toJSON() if args.json else report.text(limit=args.limit))
+    return 0 if report.passed else 1
+
+
+def cmd_repair(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from deltaspark.table import DeltaTable
+
+    found = DeltaTable.forPath(spark, args.path).repair(dryRun=not args.apply).collect()
+    verb = "Removed" if args.apply else "Would remove"
+    print(
+        f"{verb} {len(found)} reference(s) to missing files"
+        + ("" if args.apply or not found else " (--apply to commit)")
+    )
+    for row in found:
+        what = "data file" if row["dataFileMissing"] else f"deletion vector {row['deletionVectorPath']}"
+        print(f"  {row['path']}: {what} missing")
+    return 0
+
+
 def _print_commit(result: Any, nothing: str) -> None:
     if result is None:
         print(nothing)
@@ -420,6 +445,21 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     cleanup.add_argument("--json", action="store_true")
     cleanup.set_defaults(func=cmd_cleanup)
+
+    audit = commands.add_parser("audit", help="check the log, the files and the table's hygiene")
+    audit.add_argument("path")
+    audit.add_argument("--level", choices=["quick", "full"], default="full", help="quick: the log only")
+    audit.add_argument("--start-version", type=int, help="check log files from this version on")
+    audit.add_argument("--end-version", type=int, help="audit this version (default: the latest)")
+    audit.add_argument("--limit", type=int, default=20, help="findings to print (text output)")
+    audit.add_argument("--findings", metavar="DIR", help="also write every finding as JSON lines to DIR")
+    audit.add_argument("--json", action="store_true", help="print the summary as JSON")
+    audit.set_defaults(func=cmd_audit)
+
+    repair = commands.add_parser("repair", help="remove references to missing data or DV files (FSCK)")
+    repair.add_argument("path")
+    repair.add_argument("--apply", action="store_true", help="commit the removal (default: dry run)")
+    repair.set_defaults(func=cmd_repair)
 
     props = commands.add_parser("set-properties", help="set table properties (adds the features they need)")
     props.add_argument("path")

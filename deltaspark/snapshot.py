@@ -246,6 +246,24 @@ class Snapshot:
         return reconcile_files(checkpoint_rows, tail_rows, broadcast, dvs)
 
     # ---- the state, as DataFrames ----------------------------------------------------------------
+    def fileActions(self) -> DataFrame:
+        """The reconciled `add` and `remove` actions, unparsed: `version, is_add, path_key, dv_id,
+        add, remove, checkpoint_stats` (audits and checkpoints work on them as logged)."""
+        return self._reconciled_file_rows()
+
+    def parsedStats(self) -> Column:
+        """`stats_parsed` (logical names) of `fileActions()` rows: the checkpoint's parsed stats, or
+        the `add.stats` JSON parsed with this table's stats schema."""
+        physical, logical = self._stats_schemas
+        return F.coalesce(
+            F.col("checkpoint_stats").cast(logical), parse_stats_json(F.col("add.stats"), physical, logical)
+        )
+
+    def smallActions(self, kind: str) -> DataFrame:
+        """Every action of one non-file kind (`txn`, `domainMetadata`, ...) in the segment, with its
+        version; not reconciled."""
+        return self._small_actions(kind)
+
     def files(self, filter: Any = None) -> DataFrame:  # noqa: A002 - PySpark's own name for it
         """One row per live logical file (`add` action after reconciliation).
 
@@ -284,17 +302,13 @@ class Snapshot:
         return rows if filter is None else rows.where(filter)
 
     def _all_files(self) -> DataFrame:
-        physical_stats, logical_stats = self._stats_schemas
         mode = self.columnMappingMode
         fields = partition_fields(drop_void_fields(self.schema), self.metadata.partitionColumns)
         rows = self._reconciled_file_rows().where("is_add")
         # Stats kept only as a struct are rendered as JSON the way Delta writes them (UTC, `Z`).
         utc = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX", "timeZone": "UTC"}
         stats_json = F.coalesce(F.col("add.stats"), F.to_json("checkpoint_stats", utc))
-        parsed = F.coalesce(
-            F.col("checkpoint_stats").cast(logical_stats),
-            parse_stats_json(F.col("add.stats"), physical_stats, logical_stats),
-        )
+        parsed = self.parsedStats()
         ordered = []
         for name in schemas.ADD.fieldNames():
             ordered.append(stats_json.alias("stats") if name == "stats" else F.col(f"add.{name}").alias(name))

@@ -14,6 +14,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DataType, StructField, StructType
 
+from deltaspark.audit.audit import audit_context, audit_table
+from deltaspark.audit.repair import repair as repair_table
+from deltaspark.audit.report import AuditReport
 from deltaspark.errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
 from deltaspark.features.identity_columns import IdentityGenerator, identity_metadata
 from deltaspark.log.commit_timestamps import first_version_at_or_after, to_epoch_ms, version_at_timestamp
@@ -186,6 +189,25 @@ class DeltaTable:
         """Metadata cleanup: delete log files older than `delta.logRetentionDuration` that no retained
         version needs; with `dryRun` (the default) only list them."""
         return cleanup_log(self._storage, self._path, dryRun)
+
+    @eager
+    def audit(
+        self, level: str = "full", startVersion: int | None = None, endVersion: int | None = None
+    ) -> AuditReport:
+        """Check the table's health: the log (versions, checkpoints, compactions and checksums against
+        the replay, `_last_checkpoint`, in-commit timestamps, protocol vs properties), with
+        `level="full"` every file (existence and size, deletion vectors, parquet footers, CDC files)
+        and orphans, plus statistics, partition values and hygiene. Log checks cover versions
+        `startVersion..endVersion`; file checks the version `endVersion` (default: the latest).
+        Returns an `AuditReport`: `findings` (a DataFrame), `summary`, `metrics`, `passed`, `frames`."""
+        return audit_table(self._spark, self._storage, self._path, level, startVersion, endVersion)
+
+    @eager
+    def repair(self, dryRun: bool = True) -> DataFrame:
+        """Like FSCK REPAIR TABLE: the live files whose data file or deletion vector file is missing
+        (`path, dataFileMissing, deletionVectorPath, deletionVectorFileMissing`); unless `dryRun`,
+        their references are removed in one commit."""
+        return repair_table(audit_context(self._spark, self._storage, self._path), dryRun)
 
     # ---- changing the table: every change is one commit through `deltaspark.transaction` ---------
     @classmethod

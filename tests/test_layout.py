@@ -26,6 +26,7 @@ LAYERS = [
     ("transaction",),
     ("maintenance",),
     ("operations",),
+    ("audit",),
     ("table",),
     ("demo",),
     ("cli",),

@@ -69,11 +69,12 @@ def _bin_sql(value: str, bounds: tuple[int, ...]) -> str:
     return f"CASE {cases} ELSE 0 END"
 
 
-def _aggregate_inputs(files: DataFrame) -> DataFrame:
+def _aggregate_inputs(files: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     """Per file: its size and deleted rows, whether it has a DV, and the histogram bin of each."""
     size = F.coalesce(F.col("size"), F.lit(0)).cast("long")
     deleted = F.coalesce(F.col("deletionVector").getField("cardinality"), F.lit(0)).cast("long")
     values = files.select(
+        *keep,
         size.alias("__ck_size"),
         deleted.alias("__ck_deleted"),
         F.col("deletionVector").isNotNull().cast("long").alias("__ck_has_dv"),
@@ -83,6 +84,12 @@ def _aggregate_inputs(files: DataFrame) -> DataFrame:
         F.expr(_bin_sql("__ck_size", FILE_SIZE_BINS)).alias("__ck_bin"),
         F.expr(_bin_sql("__ck_deleted", DELETED_RECORD_BINS)).alias("__ck_dbin"),
     )
+
+
+def binned(files: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
+    """`add`-shaped rows as the checksum counts them: the `keep` columns, `__ck_size`, `__ck_deleted`,
+    `__ck_has_dv` and the histogram bins `__ck_bin` (size) and `__ck_dbin` (deleted rows)."""
+    return _aggregate_inputs(files, keep)
 
 
 def file_aggregates(files: DataFrame, dvs: bool) -> dict[str, Any]:

@@ -1,0 +1,87 @@
+"""What every check of one audit shares: the log listing, the snapshot audited, the replay timeline."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from deltaspark.audit.timeline import Timeline
+from deltaspark.log.files import LogFile, LogFileKind
+from deltaspark.maintenance.table_listing import list_table_files
+from deltaspark.snapshot import Snapshot
+from deltaspark.storage import Storage
+
+
+@dataclass
+class AuditContext:
+    spark: SparkSession
+    storage: Storage
+    table_path: str
+    root: str  # qualified table root
+    listing: list[LogFile]  # every file of _delta_log
+    snapshot: Snapshot | None  # the version audited (None when it cannot be loaded)
+    start_version: int  # checks of log files cover versions in [start_version, end_version]
+    end_version: int
+    snapshot_error: str | None = None  # why `snapshot` could not be loaded
+    now_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    @property
+    def latest_version(self) -> int:
+        return max((f.version for f in self.listing if f.kind is not LogFileKind.CHECKSUM), default=-1)
+
+    def in_range(self, version: int) -> bool:
+        return self.start_version <= version <= self.end_version
+
+    def files_of(self, *kinds: LogFileKind) -> list[LogFile]:
+        return [f for f in self.listing if f.kind in kinds]
+
+    @cached_property
+    def timeline(self) -> Timeline:
+        timeline = Timeline(
+            self.spark, self.storage, self.table_path, self.root, self.listing, self.end_version
+        )
+        self.persisted.append(timeline.intervals)
+        return timeline
+
+    persisted: list[DataFrame] = field(default_factory=list)  # released by AuditReport.unpersist()
+
+    def keep(self, frame: DataFrame) -> DataFrame:
+        """`frame` persisted (memory, spilling to disk) for the checks and frames that share it."""
+        persisted = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        self.persisted.append(persisted)
+        return persisted
+
+    @cached_property
+    def table_files(self) -> DataFrame:
+        """Every file under the table root as vacuum sees it (distributed listing)."""
+        columns = self.snapshot.partitionColumns if self.snapshot is not None else []
+        return self.keep(list_table_files(self.spark, self.root, columns))
+
+    @cached_property
+    def file_actions(self) -> DataFrame:
+        """The audited version's reconciled adds and tombstones (`Snapshot.fileActions`)."""
+        assert self.snapshot is not None
+        return self.keep(self.snapshot.fileActions())
+
+    @cached_property
+    def live_files(self) -> DataFrame:
+        """The audited version's live `add`s: `path` (canonical), `version`, `add`, `numRecords`,
+        `stats` (parsed, logical names)."""
+        snapshot = self.snapshot
+        assert snapshot is not None
+        rows = self.file_actions.where("is_add")
+        stats = snapshot.parsedStats()
+        return self.keep(
+            rows.select(
+                F.col("path_key").alias("path"),
+                "version",
+                "add",
+                stats.getField("numRecords").alias("numRecords"),
+                stats.alias("stats"),
+            )
+        )

@@ -1,0 +1,291 @@
+"""Hygiene: what works but costs - orphaned files, small files and partition skew, statistics
+coverage, rows deleted by deletion vectors (rewrite candidates), tombstones, commits since the
+last checkpoint, the log's size. Findings are `info` (a `warning` only where readers pay for it);
+the figures also go into the report's metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark import cloudpickle
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from deltaspark.audit import file_tasks
+from deltaspark.audit.context import AuditContext
+from deltaspark.audit.file_checks import live_files
+from deltaspark.audit.findings import Finding, findings_of, from_findings
+from deltaspark.features.durations import DEFAULT_DELETED_FILE_RETENTION, parse_interval_ms
+from deltaspark.log.files import LogFileKind
+from deltaspark.log.paths import canonical_path
+from deltaspark.log.replay import read_json_actions
+from deltaspark.log.segment import complete_checkpoints
+from deltaspark.spark_compat import check_python_workers
+
+cloudpickle.register_pickle_by_value(file_tasks)
+
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+DAY_MS = 86_400_000
+DV_REWRITE_RATIO = 0.5
+SKEW_FACTOR = 10
+DEFAULT_CHECKPOINT_INTERVAL = 10
+
+
+def _retention_ms(ctx: AuditContext) -> int:
+    config = ctx.snapshot.configuration if ctx.snapshot is not None else {}
+    return parse_interval_ms(config.get("delta.deletedFileRetentionDuration", DEFAULT_DELETED_FILE_RETENTION))
+
+
+def referenced_files(ctx: AuditContext) -> DataFrame:
+    """`path` of every file some version in the log refers to: data files of every retained add and
+    remove, their deletion vector files, and CDC files."""
+    intervals = ctx.timeline.intervals
+    data = intervals.select(F.col("path_key").alias("path"))
+    dv = F.when(F.col("is_add"), F.col("add.deletionVector")).otherwise(F.col("remove.deletionVector"))
+    ids = (
+        intervals.select(
+            dv.getField("storageType").alias("storageType"),
+            dv.getField("pathOrInlineDv").alias("pathOrInlineDv"),
+        )
+        .where(F.col("storageType").isin("u", "p"))
+        .distinct()
+    )
+    check_python_workers(ctx.spark)
+    dv_files = ids.mapInArrow(file_tasks.dv_file_batches, "path string").select(
+        canonical_path(F.col("path"), ctx.root).alias("path")
+    )
+    frames = [data, dv_files]
+    if ctx.timeline.commits:
+        cdc = read_json_actions(ctx.spark, ctx.timeline.commits, ["cdc"]).where(F.col("cdc").isNotNull())
+        frames.append(cdc.select(canonical_path(F.col("cdc.path"), ctx.root).alias("path")))
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out.distinct()
+
+
+def orphans(ctx: AuditContext) -> DataFrame:
+    """Files under the table (as vacuum lists them) that no version in the log refers to, with their
+    size and age; those younger than the retention period may belong to a write in progress."""
+    files = ctx.table_files.where(~F.col("isDir"))
+    unreferenced = files.join(referenced_files(ctx), "path", "left_anti")
+    age_days = (F.lit(ctx.now_ms) - F.col("modificationTime")) / F.lit(DAY_MS)
+    young = F.col("modificationTime") > F.lit(ctx.now_ms - _retention_ms(ctx))
+    detail = F.concat(
+        F.lit("not referenced by any version in the log: "),
+        F.col("size").cast("string"),
+        F.lit(" bytes, "),
+        F.format_number(age_days, 1),
+        F.lit(" days old"),
+        F.when(young, F.lit(" (within the retention period: vacuum keeps it)")).otherwise(F.lit("")),
+    )
+    return findings_of(unreferenced, "hygiene.orphans", "info", detail, None, F.col("path"), F.col("size"))
+
+
+def file_layout(ctx: AuditContext) -> DataFrame:
+    """Small files (under a quarter of the target size) per partition, and partitions much larger
+    than the median one (skew)."""
+    snapshot = ctx.snapshot
+    assert snapshot is not None
+    target = int(snapshot.configuration.get("delta.targetFileSize", DEFAULT_TARGET_FILE_SIZE))
+    small = target // 4
+    partition = F.to_json(F.col("add.partitionValues")) if snapshot.partitionColumns else F.lit("(table)")
+    per_partition = ctx.keep(
+        live_files(ctx)
+        .groupBy(partition.alias("partition"))
+        .agg(
+            F.count(F.lit(1)).alias("files"),
+            F.sum(F.when(F.col("add.size") < small, 1).otherwise(0)).alias("small"),
+            F.sum("add.size").alias("bytes"),
+        )
+    )
+    small_files = findings_of(
+        per_partition.where("small >= 2"),
+        "hygiene.small_files",
+        "info",
+        F.concat(
+            F.lit("partition "),
+            F.col("partition"),
+            F.lit(": "),
+            F.col("small").cast("string"),
+            F.lit(f" of its files are under {small} bytes (compaction candidate)"),
+        ),
+        value=F.col("small"),
+    )
+    stats = per_partition.agg(
+        F.count(F.lit(1)).alias("n"), F.percentile_approx("bytes", 0.5).alias("median")
+    ).first()
+    if stats is None or stats["n"] < 4 or not stats["median"]:
+        return small_files
+    skewed = findings_of(
+        per_partition.where(F.col("bytes") > F.lit(SKEW_FACTOR * stats["median"])),
+        "hygiene.partition_skew",
+        "info",
+        F.concat(
+            F.lit("partition "),
+            F.col("partition"),
+            F.lit(" holds "),
+            F.col("bytes").cast("string"),
+            F.lit(f" bytes, more than {SKEW_FACTOR}x the median partition ({stats['median']} bytes)"),
+        ),
+        value=F.col("bytes"),
+    )
+    return small_files.unionByName(skewed)
+
+
+def stats_coverage(ctx: AuditContext) -> DataFrame:
+    """Files without statistics, and columns with min/max in only some files (data skipping then
+    reads every file lacking them)."""
+    files = live_files(ctx)
+    stats_type = files.schema["stats"].dataType
+    columns = (
+        [f.name for f in stats_type["minValues"].dataType.fields]
+        if "minValues" in stats_type.fieldNames()
+        else []
+    )
+    sums = [
+        F.count(F.lit(1)).alias("files"),
+        F.sum(F.when(F.col("numRecords").isNull(), 1).otherwise(0)).alias("no_stats"),
+    ]
+    sums += [
+        F.sum(F.when(F.col("stats.minValues").getField(c).isNotNull(), 1).otherwise(0)).alias(f"c{i}")
+        for i, c in enumerate(columns)
+    ]
+    row = files.agg(*sums).first()
+    out: list[Finding] = []
+    if row is None or not row["files"]:
+        return from_findings(ctx.spark, out)
+    total = int(row["files"])
+    if row["no_stats"]:
+        out.append(
+            Finding(
+                "hygiene.stats_coverage",
+                "info",
+                f"{row['no_stats']} of {total} files have no statistics",
+                value=float(row["no_stats"]),
+            )
+        )
+    for i, column in enumerate(columns):
+        covered = int(row[f"c{i}"] or 0)
+        if 0 < covered < total:
+            out.append(
+                Finding(
+                    "hygiene.stats_coverage",
+                    "info",
+                    f"column {column} has min/max statistics in {covered} of {total} files",
+                    value=covered / total,
+                )
+            )
+    return from_findings(ctx.spark, out)
+
+
+def deletion_vector_ratio(ctx: AuditContext) -> DataFrame:
+    """Files whose deletion vector deletes at least half their rows: rewrite candidates."""
+    files = live_files(ctx).where(F.col("add.deletionVector").isNotNull() & (F.col("numRecords") > 0))
+    ratio = F.col("add.deletionVector.cardinality") / F.col("numRecords")
+    detail = F.concat(
+        F.col("add.deletionVector.cardinality").cast("string"),
+        F.lit(" of "),
+        F.col("numRecords").cast("string"),
+        F.lit(" rows deleted by its deletion vector (rewrite candidate)"),
+    )
+    return findings_of(
+        files.where(ratio >= DV_REWRITE_RATIO),
+        "hygiene.deletion_vectors",
+        "info",
+        detail,
+        F.col("version"),
+        F.col("path"),
+        ratio,
+    )
+
+
+def log_health(ctx: AuditContext) -> list[Finding]:
+    """Tombstones past retention (vacuum candidates), commits since the newest checkpoint against
+    `delta.checkpointInterval`, and the size of `_delta_log`."""
+    out: list[Finding] = []
+    snapshot = ctx.snapshot
+    if snapshot is not None:
+        cutoff = ctx.now_ms - _retention_ms(ctx)
+        row = (
+            ctx.file_actions.where("not is_add")
+            .select("remove.deletionTimestamp")
+            .agg(
+                F.count(F.lit(1)).alias("n"),
+                F.sum(F.when(F.coalesce("deletionTimestamp", F.lit(0)) <= cutoff, 1).otherwise(0)).alias(
+                    "expired"
+                ),
+                F.min("deletionTimestamp").alias("oldest"),
+            )
+            .first()
+        )
+        if row is not None and row["expired"]:
+            out.append(
+                Finding(
+                    "hygiene.tombstones",
+                    "info",
+                    f"{row['expired']} of {row['n']} tombstones are past the retention period "
+                    "(their files can be vacuumed)",
+                    snapshot.version,
+                    value=float(row["expired"]),
+                )
+            )
+        interval = int(snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL))
+        checkpoints = [v for v in complete_checkpoints(ctx.listing) if v <= snapshot.version]
+        since = snapshot.version - max(checkpoints, default=-1)
+        if since > 2 * interval:
+            out.append(
+                Finding(
+                    "hygiene.checkpoint_lag",
+                    "info",
+                    f"{since} commits since the last checkpoint (checkpointInterval {interval}): "
+                    "every reader replays them",
+                    snapshot.version,
+                    value=float(since),
+                )
+            )
+    commits = ctx.files_of(LogFileKind.COMMIT)
+    total = sum(f.size for f in ctx.listing)
+    out.append(
+        Finding(
+            "hygiene.log_size",
+            "info",
+            f"_delta_log holds {len(ctx.listing)} files ({total} bytes), {len(commits)} commits",
+            value=float(total),
+        )
+    )
+    return out
+
+
+def metrics(ctx: AuditContext, findings: DataFrame) -> dict[str, Any]:
+    """The table's vital signs for the summary (one job over the files, one over the findings)."""
+    out: dict[str, Any] = {"logFiles": len(ctx.listing), "logBytes": sum(f.size for f in ctx.listing)}
+    if ctx.snapshot is None:
+        return out
+    row = (
+        live_files(ctx)
+        .agg(
+            F.count(F.lit(1)).alias("files"),
+            F.sum("add.size").alias("bytes"),
+            F.sum(F.coalesce("add.deletionVector.cardinality", F.lit(0))).alias("deleted"),
+            F.sum("numRecords").alias("records"),
+        )
+        .first()
+    )
+    out.update(
+        numFiles=int(row["files"] or 0),
+        sizeInBytes=int(row["bytes"] or 0),
+        numRecords=int(row["records"] or 0),
+        deletedRecords=int(row["deleted"] or 0),
+    )
+    per_check = {
+        r["check"]: (int(r["n"]), float(r["v"] or 0))
+        for r in findings.groupBy("check")
+        .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("v"))
+        .collect()
+    }
+    orphans_found = per_check.get("hygiene.orphans")
+    if orphans_found:
+        out.update(orphanFiles=orphans_found[0], orphanBytes=int(orphans_found[1]))
+    return out

@@ -1,0 +1,338 @@
+"""Checks that every derived copy of the log's state equals the replay of the commits it stands for:
+checkpoints (classic, multi-part, V2 with sidecars), log compaction files and version checksums.
+
+Each comparison is a distributed diff keyed by logical file against `Timeline`, never a count:
+a checkpoint that lists the right number of files but a wrong one is found.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark import cloudpickle
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from deltaspark.audit import checksum_compare
+from deltaspark.audit.context import AuditContext
+from deltaspark.audit.findings import FINDINGS_SCHEMA, Finding, findings_of, from_findings
+from deltaspark.audit.timeline import SmallState, load_checkpoint_snapshot
+from deltaspark.log.files import LogFileKind
+from deltaspark.log.reconciliation import file_action_rows
+from deltaspark.log.replay import read_json_actions
+from deltaspark.log.segment import complete_checkpoints
+from deltaspark.spark_compat import check_python_workers
+from deltaspark.transaction.checksum import FILE_SIZE_BINS
+
+cloudpickle.register_pickle_by_value(checksum_compare)
+
+KEY = ["path_key", "dv_id"]
+
+
+def _fingerprint(action: str) -> Column:
+    """What must agree between two copies of one logical file's action (stats may be dropped or
+    re-encoded by a checkpoint, so they are not part of it)."""
+    a = F.col(action)
+    return F.to_json(
+        F.struct(
+            a.getField("size").alias("size"),
+            F.array_sort(F.map_entries(F.coalesce(a.getField("partitionValues"), F.create_map()))).alias(
+                "partitionValues"
+            ),
+            a.getField("deletionVector").getField("cardinality").alias("dvCardinality"),
+            a.getField("baseRowId").alias("baseRowId"),
+            a.getField("defaultRowCommitVersion").alias("defaultRowCommitVersion"),
+        )
+    )
+
+
+def _diff(check: str, version: int, where: str, copy: DataFrame, replay: DataFrame, what: str) -> DataFrame:
+    """Findings for the logical files on which `copy` (rows of the checked file) and `replay` differ."""
+    left = copy.select(
+        *KEY, F.col("path").alias("_c_path"), F.col("fp").alias("_c_fp"), F.col("kind").alias("_c_kind")
+    )
+    right = replay.select(
+        *KEY, F.col("path").alias("_r_path"), F.col("fp").alias("_r_fp"), F.col("kind").alias("_r_kind")
+    )
+    joined = left.join(right, KEY, "full_outer")
+    path = F.coalesce("_c_path", "_r_path")
+    detail = (
+        F.when(
+            F.col("_c_fp").isNull(),
+            F.concat(F.lit(f"the log has {what} "), F.col("_r_kind"), F.lit(f" that {where} lacks")),
+        )
+        .when(
+            F.col("_r_fp").isNull(),
+            F.concat(
+                F.lit(f"{where} has "),
+                F.col("_c_kind"),
+                F.lit(f" that the log does not have at version {version}"),
+            ),
+        )
+        .when(
+            F.col("_c_kind") != F.col("_r_kind"),
+            F.concat(F.lit(f"{where} has "), F.col("_c_kind"), F.lit(", the log has "), F.col("_r_kind")),
+        )
+        .otherwise(F.concat(F.lit(f"{where} has "), F.col("_c_fp"), F.lit(", the log has "), F.col("_r_fp")))
+    )
+    different = (
+        F.col("_c_fp").isNull()
+        | F.col("_r_fp").isNull()
+        | (F.col("_c_fp") != F.col("_r_fp"))
+        | (F.col("_c_kind") != F.col("_r_kind"))
+    )
+    return findings_of(joined.where(different), check, "error", detail, F.lit(version), path)
+
+
+def _keyed(rows: DataFrame, adds_only: bool) -> DataFrame:
+    if adds_only:
+        rows = rows.where("is_add")
+    return rows.select(
+        *KEY,
+        F.col("path_key").alias("path"),
+        F.when(F.col("is_add"), _fingerprint("add")).otherwise(F.lit("{}")).alias("fp"),
+        F.when(F.col("is_add"), F.lit("an add")).otherwise(F.lit("a remove")).alias("kind"),
+    )
+
+
+def _small_differences(
+    check: str, version: int, where: str, have: SmallState, want: SmallState
+) -> list[Finding]:
+    out = []
+    if have.protocol != want.protocol:
+        out.append(
+            Finding(
+                check, "error", f"{where} has protocol {have.protocol}, the log has {want.protocol}", version
+            )
+        )
+    if have.metadata != want.metadata:
+        keys = sorted(
+            k
+            for k in set(have.metadata or {}) | set(want.metadata or {})
+            if (have.metadata or {}).get(k) != (want.metadata or {}).get(k)
+        )
+        out.append(
+            Finding(check, "error", f"{where} has other metaData ({', '.join(keys)}) than the log", version)
+        )
+    have_txns = {k: v.get("version") for k, v in have.txns.items()}
+    want_txns = {k: v.get("version") for k, v in want.txns.items()}
+    if have_txns != want_txns:
+        out.append(
+            Finding(check, "error", f"{where} has txn versions {have_txns}, the log has {want_txns}", version)
+        )
+    have_domains = {k: v.get("configuration") for k, v in have.domains.items()}
+    want_domains = {k: v.get("configuration") for k, v in want.domains.items()}
+    if have_domains != want_domains:
+        out.append(
+            Finding(
+                check,
+                "error",
+                f"{where} has domains {sorted(have_domains)}, the log has {sorted(want_domains)}",
+                version,
+            )
+        )
+    return out
+
+
+def checkpoints(ctx: AuditContext) -> DataFrame:
+    """Every complete checkpoint in range equals the replay at its version: the same live files with
+    the same size, partition values, DV and row ids; only tombstones the replay has; no key twice;
+    the same protocol, metadata, transactions and domains."""
+    check, timeline = "log.checkpoint", ctx.timeline
+    frames: list[DataFrame] = []
+    small: list[Finding] = []
+    for version, checkpoint in sorted(complete_checkpoints(ctx.listing).items()):
+        if not ctx.in_range(version) or version <= timeline.base_version:
+            continue
+        where = f"checkpoint {checkpoint.files[0].name}" + (
+            f" ({len(checkpoint.files)} parts)" if len(checkpoint.files) > 1 else ""
+        )
+        try:
+            snapshot = load_checkpoint_snapshot(
+                ctx.spark, ctx.storage, ctx.table_path, ctx.root, ctx.listing, version
+            )
+        except Exception as exc:  # noqa: BLE001 - an unreadable checkpoint is the finding
+            small.append(
+                Finding(check, "error", f"{where} cannot be read: {exc}", version, checkpoint.files[0].path)
+            )
+            continue
+        rows = snapshot.fileActions()
+        live = timeline.live_at(version)
+        frames.append(_diff(check, version, where, _keyed(rows, True), _keyed(live, True), "a live file as"))
+        tombstones = _keyed(rows.where("not is_add"), False)
+        known = _keyed(timeline.tombstones_at(version), False).select(*KEY)
+        frames.append(
+            findings_of(
+                tombstones.join(known, KEY, "left_anti"),
+                check,
+                "error",
+                F.lit(f"{where} has a remove of a file that is not a tombstone at version {version}"),
+                F.lit(version),
+                F.col("path"),
+            )
+        )
+        duplicates = (
+            rows.groupBy(*KEY)
+            .agg(F.count(F.lit(1)).alias("n"), F.first(F.coalesce("add.path", "remove.path")).alias("path"))
+            .where("n > 1")
+        )
+        frames.append(
+            findings_of(
+                duplicates,
+                check,
+                "error",
+                F.concat(F.lit(f"{where} lists a file "), F.col("n").cast("string"), F.lit(" times")),
+                F.lit(version),
+                F.col("path"),
+            )
+        )
+        have = SmallState(
+            _clean_dict(snapshot.protocol.asDict()),
+            _clean_dict(snapshot.metadata.asDict()),
+            {
+                r["appId"]: _clean_dict(r.asDict())
+                for r in snapshot.smallActions("txn").where("txn is not null").select("txn.*").collect()
+            },
+            {
+                r["domain"]: _clean_dict(r.asDict())
+                for r in snapshot.smallActions("domainMetadata")
+                .where("domainMetadata is not null")
+                .select("domainMetadata.*")
+                .collect()
+                if not r["removed"]
+            },
+        )
+        small += _small_differences(check, version, where, have, timeline.small_states([version])[version])
+    frames.append(from_findings(ctx.spark, small))
+    return _union(frames)
+
+
+def _clean_dict(value: dict[str, Any]) -> dict[str, Any]:
+    from deltaspark.audit.timeline import _clean
+
+    return _clean(value)
+
+
+def compactions(ctx: AuditContext) -> DataFrame:
+    """Every log compaction file `x.y.compacted.json` holds, per logical file, the newest action of
+    the commits x..y (an add or a remove, with the same fingerprint), and their newest protocol and
+    metaData."""
+    check, timeline = "log.compaction", ctx.timeline
+    frames: list[DataFrame] = []
+    small: list[Finding] = []
+    for f in ctx.files_of(LogFileKind.COMPACTION):
+        start, end = f.start_version or 0, f.version
+        if (
+            not (ctx.in_range(start) or ctx.in_range(end))
+            or start <= timeline.base_version
+            or end > timeline.latest
+        ):
+            continue
+        where = f"log compaction {f.name}"
+        actions = read_json_actions(ctx.spark, [f], ["add", "remove"], select_lines=False)
+        copy = _keyed(file_action_rows(actions, ctx.root), False)
+        newest = timeline.intervals.where(
+            (F.col("start") >= start)
+            & (F.col("start") <= end)
+            & (F.col("end").isNull() | (F.col("end") > end))
+        )
+        frames.append(_diff(check, end, where, copy, _keyed(newest, False), "an action as"))
+        kinds = read_json_actions(ctx.spark, [f], ["protocol", "metaData"]).select(
+            F.to_json("protocol").alias("protocol"), F.to_json("metaData").alias("metaData")
+        )
+        rows = kinds.collect()
+        have = {
+            kind: next((_clean_dict(json.loads(r[kind])) for r in reversed(rows) if r[kind]), None)
+            for kind in ("protocol", "metaData")
+        }
+        states = (
+            timeline.small_states([start - 1, end]) if start > 0 else {end: timeline.small_states([end])[end]}
+        )
+        before, after = states.get(start - 1, SmallState()), states[end]
+        want = {
+            "protocol": after.protocol if after.protocol != before.protocol else None,
+            "metaData": after.metadata if after.metadata != before.metadata else None,
+        }
+        for kind in ("protocol", "metaData"):
+            if have[kind] != want[kind]:
+                small.append(
+                    Finding(
+                        check,
+                        "error",
+                        _compaction_difference(where, kind, have[kind], want[kind]),
+                        end,
+                        f.path,
+                    )
+                )
+    frames.append(from_findings(ctx.spark, small))
+    return _union(frames)
+
+
+def _compaction_difference(where: str, kind: str, have: Any, want: Any) -> str:
+    if have is None:
+        return f"{where} lacks the {kind} change of the commits it covers"
+    if want is None:
+        return f"{where} has a {kind} action, but the commits it covers do not change it"
+    return f"{where} has another {kind} than the commits it covers end with"
+
+
+def checksums(ctx: AuditContext) -> DataFrame:
+    """Every `N.crc` in range equals the replay at N in every field (see `checksum_compare`)."""
+    timeline = ctx.timeline
+    files = [
+        f
+        for f in ctx.files_of(LogFileKind.CHECKSUM)
+        if ctx.in_range(f.version) and timeline.base_version <= f.version <= timeline.latest
+    ]
+    if not files:
+        return from_findings(ctx.spark, [])
+    versions = [f.version for f in files]
+    bins = list(FILE_SIZE_BINS)
+    states = timeline.file_states(versions).select(
+        "version",
+        F.to_json(
+            F.struct(
+                "numFiles",
+                "tableSizeBytes",
+                "numDeletedRecords",
+                "numDeletionVectors",
+                "fileCounts",
+                "totalBytes",
+                "deletedRecordCounts",
+                F.array(*[F.lit(b) for b in bins]).alias("bins"),
+            )
+        ).alias("state"),
+    )
+    smalls = timeline.small_states(versions)
+    small_docs = [
+        (
+            v,
+            json.dumps(
+                {
+                    "protocol": s.protocol,
+                    "metadata": s.metadata,
+                    "txns": list(s.txns.values()),
+                    "domains": list(s.domains.values()),
+                    "ict": s.ict,
+                }
+            ),
+        )
+        for v, s in smalls.items()
+    ]
+    small = ctx.spark.createDataFrame(small_docs, "version long, small string")
+    texts = (
+        ctx.spark.read.text([f.path for f in files], wholetext=True)
+        .select(F.col("_metadata.file_path").alias("path"), F.col("value").alias("text"))
+        .select(F.regexp_extract("path", r"(\d{20})\.crc$", 1).cast("long").alias("version"), "path", "text")
+    )
+    check_python_workers(ctx.spark)
+    rows = texts.join(states, "version").join(small, "version")
+    return rows.mapInArrow(checksum_compare.compare_batches, FINDINGS_SCHEMA)
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out

@@ -1,0 +1,334 @@
+"""The table's state at every retained version at once, to check checkpoints and checksums against.
+
+The log is replayed once from its oldest reconstructable point (commit 0 when it is still there,
+else the oldest checkpoint): every logical file `(path, deletionVector.uniqueId)` becomes the
+intervals of versions during which it was live (`add` from its version until the next action on
+the same key) or a tombstone. The state at version v is then a filter (`start <= v < end`), and
+the aggregates a checksum records at many versions are cumulative sums of per-version changes
+(one window per histogram bin), never one replay per version.
+
+The small actions (protocol, metaData, txn, domainMetadata, in-commit timestamps) are few: they
+are collected and swept on the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from deltaspark.errors import NonContiguousVersionsError
+from deltaspark.log.files import LogFile, LogFileKind
+from deltaspark.log.reconciliation import file_action_rows
+from deltaspark.log.replay import read_json_actions
+from deltaspark.log.segment import build_log_segment, complete_checkpoints
+from deltaspark.snapshot import Snapshot, load_snapshot
+from deltaspark.storage import Storage
+from deltaspark.transaction.checksum import DELETED_RECORD_BINS, FILE_SIZE_BINS, binned
+
+log = logging.getLogger(__name__)
+
+_SMALL_KINDS = ["protocol", "metaData", "txn", "domainMetadata", "commitInfo"]
+
+
+def _clean(value: Any) -> Any:
+    """A log document without nulls (so that absent and null fields compare equal)."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+@dataclass
+class SmallState:
+    """protocol, metadata, txns by appId, domains by name and the in-commit timestamp at a version."""
+
+    protocol: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    txns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    domains: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ict: int | None = None
+
+    def copy(self) -> SmallState:
+        return SmallState(self.protocol, self.metadata, dict(self.txns), dict(self.domains), self.ict)
+
+
+def load_checkpoint_snapshot(
+    spark: SparkSession, storage: Storage, table_path: str, root: str, listing: list[LogFile], version: int
+) -> Snapshot:
+    """The snapshot of `version` read from the checkpoint at exactly that version (no commits)."""
+    segment = build_log_segment(table_path, listing, version)
+    if segment.checkpoint is None or segment.checkpoint.version != version:
+        raise ValueError(f"no usable checkpoint at version {version}")
+    return load_snapshot(spark, storage, segment, root)
+
+
+class Timeline:
+    """File intervals and small-action states of every version from `base` to `latest`."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        storage: Storage,
+        table_path: str,
+        root: str,
+        listing: list[LogFile],
+        latest: int,
+    ) -> None:
+        self._spark = spark
+        self._storage = storage
+        self._root = root
+        commits = {f.version: f for f in listing if f.kind is LogFileKind.COMMIT and f.version <= latest}
+        if 0 in commits:
+            self.base_version, self.base_snapshot = -1, None
+        else:
+            checkpoints = sorted(v for v in complete_checkpoints(listing) if v <= latest)
+            if not checkpoints:
+                raise NonContiguousVersionsError(
+                    table_path, [0], "commit 0 is gone and there is no checkpoint"
+                )
+            self.base_version = checkpoints[0]
+            self.base_snapshot = load_checkpoint_snapshot(
+                spark, storage, table_path, root, listing, self.base_version
+            )
+        wanted = range(self.base_version + 1, latest + 1)
+        missing = [v for v in wanted if v not in commits]
+        if missing:
+            raise NonContiguousVersionsError(table_path, missing, "replaying the retained log")
+        self.commits = [commits[v] for v in wanted]
+        self.latest = latest
+
+    # ---- file actions ------------------------------------------------------------------------------
+    def _events(self) -> DataFrame:
+        frames = []
+        if self.base_snapshot is not None:
+            frames.append(
+                self.base_snapshot.fileActions().select(
+                    "version", "is_add", "path_key", "dv_id", "add", "remove"
+                )
+            )
+        if self.commits:
+            actions = read_json_actions(self._spark, self.commits, ["add", "remove"], select_lines=False)
+            frames.append(file_action_rows(actions, self._root))
+        if not frames:
+            return self._spark.createDataFrame(
+                [], "version long, is_add boolean, path_key string, dv_id string"
+            )
+        events = frames[0]
+        for frame in frames[1:]:
+            events = events.unionByName(frame, allowMissingColumns=True)
+        return events
+
+    @cached_property
+    def intervals(self) -> DataFrame:
+        """One row per file action: `start` (its version), `end` (the version of the next action on the
+        same key, null while it is the newest), `is_add`, the key and the action. Within a version a
+        `remove` supersedes an `add` of the same key (an empty interval)."""
+        order = Window.partitionBy("path_key", "dv_id").orderBy(F.col("version"), F.col("is_add").desc())
+        frame = (
+            self._events()
+            .withColumn("end", F.lead("version").over(order))
+            .withColumnRenamed("version", "start")
+            .where(F.col("end").isNull() | (F.col("end") > F.col("start")))
+        )
+        return frame.persist()
+
+    def live_at(self, version: int) -> DataFrame:
+        """The live `add` rows at `version`."""
+        return self._at(version).where("is_add")
+
+    def tombstones_at(self, version: int) -> DataFrame:
+        return self._at(version).where("not is_add")
+
+    def _at(self, version: int) -> DataFrame:
+        v = F.lit(version)
+        return self.intervals.where((F.col("start") <= v) & (F.col("end").isNull() | (F.col("end") > v)))
+
+    def file_states(self, versions: list[int]) -> DataFrame:
+        """Per version in `versions`: what a checksum records about its files - `numFiles`,
+        `tableSizeBytes`, `numDeletedRecords`, `numDeletionVectors` and the histograms
+        `fileCounts`, `totalBytes`, `deletedRecordCounts` (the standard bins)."""
+        spark = self._spark
+        adds = binned(
+            self.intervals.where("is_add").select("start", "end", "add.size", "add.deletionVector"),
+            ("start", "end"),
+        )
+        sums = [
+            F.sum("n").alias("n"),
+            F.sum("bytes").alias("bytes"),
+            F.sum("deleted").alias("deleted"),
+            F.sum("dvs").alias("dvs"),
+        ]
+
+        def changes(at: str, sign: int) -> DataFrame:
+            frame = adds.where(F.col(at).isNotNull()) if at == "end" else adds
+            return frame.select(
+                F.col(at).alias("version"),
+                F.col("__ck_bin").alias("bin"),
+                F.col("__ck_dbin").alias("dbin"),
+                F.lit(sign).cast("long").alias("n"),
+                (F.col("__ck_size") * sign).alias("bytes"),
+                (F.col("__ck_deleted") * sign).alias("deleted"),
+                (F.col("__ck_has_dv") * sign).alias("dvs"),
+            )
+
+        deltas = (
+            changes("start", 1).unionByName(changes("end", -1)).groupBy("version", "bin", "dbin").agg(*sums)
+        )
+        running = (
+            Window.partitionBy("bin", "dbin").orderBy("version").rowsBetween(Window.unboundedPreceding, 0)
+        )
+        cumulative = deltas.select(
+            "version",
+            "bin",
+            "dbin",
+            F.lit(False).alias("probe"),
+            *[F.sum(c).over(running).alias(c) for c in ("n", "bytes", "deleted", "dvs")],
+        )
+        # One probe per (asked version, bin pair): the running sums as of that version.
+        pairs = deltas.select("bin", "dbin").distinct()
+        probes = (
+            _frame_of(spark, "version", versions)
+            .crossJoin(pairs)
+            .select(
+                "version",
+                "bin",
+                "dbin",
+                F.lit(True).alias("probe"),
+                *[F.lit(None).cast("long").alias(c) for c in ("n", "bytes", "deleted", "dvs")],
+            )
+        )
+        as_of = (
+            Window.partitionBy("bin", "dbin")
+            .orderBy("version", "probe")
+            .rowsBetween(Window.unboundedPreceding, 0)
+        )
+        at_probes = (
+            cumulative.unionByName(probes)
+            .select(
+                "version",
+                "bin",
+                "dbin",
+                "probe",
+                *[
+                    F.coalesce(F.last(c, ignorenulls=True).over(as_of), F.lit(0)).alias(c)
+                    for c in ("n", "bytes", "deleted", "dvs")
+                ],
+            )
+            .where("probe")
+        )
+        per_bin = at_probes.groupBy("version", "bin").agg(
+            F.sum("n").alias("n"), F.sum("bytes").alias("bytes")
+        )
+        per_dbin = at_probes.groupBy("version", "dbin").agg(F.sum("n").alias("n"))
+        totals = at_probes.groupBy("version").agg(
+            F.sum("n").alias("numFiles"),
+            F.sum("bytes").alias("tableSizeBytes"),
+            F.sum("deleted").alias("numDeletedRecords"),
+            F.sum("dvs").alias("numDeletionVectors"),
+        )
+        counts = per_bin.groupBy("version").agg(
+            F.map_from_entries(F.collect_list(F.struct("bin", "n"))).alias("_counts"),
+            F.map_from_entries(F.collect_list(F.struct("bin", "bytes"))).alias("_bytes"),
+        )
+        deleted = per_dbin.groupBy("version").agg(
+            F.map_from_entries(F.collect_list(F.struct("dbin", "n"))).alias("_deleted")
+        )
+
+        def dense(column: str, size: int) -> DataFrame:
+            return F.transform(
+                F.sequence(F.lit(0), F.lit(size - 1)),
+                lambda i: F.coalesce(F.element_at(F.col(column), i), F.lit(0)),
+            )
+
+        asked = _frame_of(spark, "version", versions)
+        return (
+            asked.join(totals, "version", "left")
+            .join(counts, "version", "left")
+            .join(deleted, "version", "left")
+            .select(
+                "version",
+                *[
+                    F.coalesce(F.col(c), F.lit(0)).alias(c)
+                    for c in ("numFiles", "tableSizeBytes", "numDeletedRecords", "numDeletionVectors")
+                ],
+                dense("_counts", len(FILE_SIZE_BINS)).alias("fileCounts"),
+                dense("_bytes", len(FILE_SIZE_BINS)).alias("totalBytes"),
+                dense("_deleted", len(DELETED_RECORD_BINS)).alias("deletedRecordCounts"),
+            )
+        )
+
+    # ---- small actions -----------------------------------------------------------------------------
+    @cached_property
+    def _small_events(self) -> list[tuple[int, str, Any]]:
+        """(version, kind, value) of every small action from the base on, oldest first."""
+        events: list[tuple[int, str, Any]] = []
+        base = self.base_snapshot
+        if base is not None:
+            v = self.base_version
+            events.append((v, "protocol", base.protocol.asDict()))
+            events.append((v, "metaData", base.metadata.asDict()))
+            for kind in ("txn", "domainMetadata"):
+                for row in base.smallActions(kind).where(F.col(kind).isNotNull()).collect():
+                    events.append((v, kind, row[kind].asDict()))
+        if self.commits:
+            frame = read_json_actions(self._spark, self.commits, _SMALL_KINDS).select(
+                "version",
+                F.to_json("protocol").alias("protocol"),
+                F.to_json("metaData").alias("metaData"),
+                F.to_json("txn").alias("txn"),
+                F.to_json("domainMetadata").alias("domainMetadata"),
+                F.get_json_object("commitInfo", "$.inCommitTimestamp").cast("long").alias("ict"),
+            )
+            for row in frame.collect():
+                for kind in ("protocol", "metaData", "txn", "domainMetadata"):
+                    if row[kind] is not None:
+                        events.append((row["version"], kind, json.loads(row[kind])))
+                if row["ict"] is not None:
+                    events.append((row["version"], "ict", row["ict"]))
+        events.sort(key=lambda e: e[0])
+        return events
+
+    @cached_property
+    def in_commit_timestamps(self) -> dict[int, int]:
+        """Version -> `commitInfo.inCommitTimestamp` of the commits that have one."""
+        return {v: int(value) for v, kind, value in self._small_events if kind == "ict"}
+
+    def small_states(self, versions: list[int]) -> dict[int, SmallState]:
+        """The small-action state at each of `versions` (one sweep over the events)."""
+        wanted = sorted(set(versions))
+        out: dict[int, SmallState] = {}
+        state = SmallState()
+        events = self._small_events
+        i = 0
+        for v in wanted:
+            if v > self.latest:
+                continue
+            while i < len(events) and events[i][0] <= v:
+                _, kind, value = events[i]
+                value = _clean(value)
+                if kind == "protocol":
+                    state.protocol = value
+                elif kind == "metaData":
+                    state.metadata = value
+                elif kind == "txn":
+                    state.txns[value.get("appId")] = value
+                elif kind == "domainMetadata":
+                    if value.get("removed"):
+                        state.domains.pop(value.get("domain"), None)
+                    else:
+                        state.domains[value.get("domain")] = value
+                i += 1
+            state.ict = self.in_commit_timestamps.get(v)
+            out[v] = state.copy()
+        return out
+
+
+def _frame_of(spark: SparkSession, column: str, versions: list[int]) -> DataFrame:
+    return spark.createDataFrame([(int(v),) for v in versions], f"{column} long")

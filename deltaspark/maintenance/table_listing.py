@@ -1,0 +1,145 @@
+"""Listing every file under a table's root, distributed over Spark tasks (vacuum and audits).
+
+delta-spark lists a table for VACUUM with its own JVM code on the executors; deltaspark ships no
+JVM code, so directories are listed in Python tasks with `pyarrow.fs` (local disks, S3 - `s3a://`
+read as `s3://` with AWS default credentials -, GCS, HDFS with libhdfs, Azure). The driver lists
+only the first levels of directories, until there are enough of them to spread over the cluster
+(or the tree ends); each task then walks its subtrees. Files never visit the driver: the result is
+a DataFrame of `path, size, modificationTime, isDir`.
+
+What is listed follows delta-spark's `DeltaTableUtils.isHiddenDirectory`, applied to directory and
+file names alike: names starting with `_` or `.` are skipped, and so is a top-level `metadata`
+folder (UniForm's Iceberg metadata), except `_delta_index*`, `_change_data*` and names starting
+with `<partition column>=` (partition directories such as `_x=1`). `_delta_log` is never listed.
+Paths are absolute, in the canonical `file:/` form the log's keys use (`log.paths`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from deltaspark.errors import UnsupportedFileSystemError
+from deltaspark.log.paths import normalize_root
+from deltaspark.read.arrow_file_reader import open_file
+from deltaspark.spark_compat import check_python_workers, is_connect
+
+log = logging.getLogger(__name__)
+
+LISTING_SCHEMA = "path string, size long, modificationTime long, isDir boolean"
+# Directories the driver aims for before handing subtrees to tasks, per core of the cluster.
+_DIRS_PER_CORE = 8
+_MAX_DRIVER_DEPTH = 4
+
+
+def is_hidden(name: str, partition_columns: Sequence[str], top_level: bool = False) -> bool:
+    """Whether vacuum (and the orphan check) pass over a file or directory named `name`."""
+    if top_level and name == "metadata":
+        return True
+    if not name.startswith(("_", ".")):
+        return False
+    if name.startswith(("_delta_index", "_change_data")):
+        return False
+    return not any(name.startswith(column + "=") for column in partition_columns)
+
+
+def _children(fs: Any, directory: str, partition_columns: Sequence[str], top_level: bool) -> list[Any]:
+    from pyarrow import fs as pafs
+
+    infos = fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True, recursive=False))
+    return [i for i in infos if not is_hidden(i.base_name, partition_columns, top_level)]
+
+
+def _qualified(root: str, root_local: str, local: str) -> str:
+    """A pyarrow path back in the table's own URI form (`root` + the part below the root)."""
+    return root + local[len(root_local.rstrip("/")) :]
+
+
+def _walk_batches(root: str, partition_columns: list[str]):  # noqa: ANN202 - a mapInArrow function
+    """`mapInArrow` body: rows `(directory, recursive)` -> the entries below each directory."""
+
+    def walk(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        fs, root_local = open_file(root)
+        root_local = root_local.rstrip("/") or "/"
+        for batch in batches:
+            for row in batch.to_pylist():
+                rows: dict[str, list[Any]] = {"path": [], "size": [], "modificationTime": [], "isDir": []}
+                start = root_local + row["directory"]
+                stack = [start]
+                while stack:
+                    directory = stack.pop()
+                    top_level = directory == root_local
+                    for info in _children(fs, directory, partition_columns, top_level):
+                        is_dir = info.type.name == "Directory"
+                        mtime = info.mtime_ns
+                        rows["path"].append(_qualified(root, root_local, info.path))
+                        rows["size"].append(0 if is_dir else int(info.size or 0))
+                        rows["modificationTime"].append(None if mtime is None else mtime // 1_000_000)
+                        rows["isDir"].append(is_dir)
+                        if is_dir and row["recursive"]:
+                            stack.append(info.path)
+                    if len(rows["path"]) >= 65536:
+                        yield pa.RecordBatch.from_pydict(rows, schema=_arrow_schema())
+                        rows = {k: [] for k in rows}
+                if rows["path"]:
+                    yield pa.RecordBatch.from_pydict(rows, schema=_arrow_schema())
+
+    return walk
+
+
+def _arrow_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [("path", pa.string()), ("size", pa.int64()), ("modificationTime", pa.int64()), ("isDir", pa.bool_())]
+    )
+
+
+def list_table_files(
+    spark: SparkSession, table_root: str, partition_columns: Sequence[str] = ()
+) -> DataFrame:
+    """Every file and directory under `table_root` that vacuum may consider, as a lazy DataFrame
+    (`LISTING_SCHEMA`; directories have size 0)."""
+    root = normalize_root(table_root)
+    try:
+        fs, root_local = open_file(root)
+    except Exception as exc:  # pyarrow cannot reach this scheme from Python
+        raise UnsupportedFileSystemError(
+            root, f"deltaspark lists tables with pyarrow.fs on the executors, which cannot open it ({exc})"
+        ) from exc
+    root_local = root_local.rstrip("/") or "/"
+    columns = list(partition_columns)
+    cores = 2 if is_connect(spark) else spark.sparkContext.defaultParallelism
+    target = max(1, cores) * _DIRS_PER_CORE
+    # Driver: breadth first over directories only, until the frontier is wide enough.
+    shallow: list[str] = []  # directories whose own files a task lists (not their subdirectories)
+    frontier = [root_local]
+    for _ in range(_MAX_DRIVER_DEPTH):
+        if len(frontier) >= target:
+            break
+        below: list[str] = []
+        for directory in frontier:
+            top_level = directory == root_local
+            below += [
+                i.path for i in _children(fs, directory, columns, top_level) if i.type.name == "Directory"
+            ]
+        if not below:
+            break
+        shallow += frontier
+        frontier = below
+    work = [(d[len(root_local) :], False) for d in shallow] + [(d[len(root_local) :], True) for d in frontier]
+    log.info(
+        "Listing %s: %d directories walked by tasks, %d listed one level", root, len(frontier), len(shallow)
+    )
+    check_python_workers(spark)
+    tasks = spark.createDataFrame(work, "directory string, recursive boolean")
+    entries = tasks.repartition(min(len(work), target)).mapInArrow(
+        _walk_batches(root, columns), LISTING_SCHEMA
+    )
+    # Subdirectories are reported by their parent's listing, so the driver's own are not repeated.
+    return entries
