@@ -273,7 +273,10 @@ def cmd_cleanup(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
 def cmd_audit(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
-    report = DeltaTable.forPath(spark, args.path).audit(args.level, args.start_version, args.end_version)
+    checks = args.checks.split(",") if args.checks else None
+    report = DeltaTable.forPath(spark, args.path).audit(
+        args.level, args.start_version, args.end_version, checks
+    )
     if args.findings:
         report.findings.coalesce(1).write.mode("error").json(args.findings)
     print(report.toJSON() if args.json else report.text(limit=args.limit))
@@ -451,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--level", choices=["quick", "full"], default="full", help="quick: the log only")
     audit.add_argument("--start-version", type=int, help="check log files from this version on")
     audit.add_argument("--end-version", type=int, help="audit this version (default: the latest)")
+    audit.add_argument("--checks", help="only checks starting with these comma-separated prefixes")
     audit.add_argument("--limit", type=int, default=20, help="findings to print (text output)")
     audit.add_argument("--findings", metavar="DIR", help="also write every finding as JSON lines to DIR")
     audit.add_argument("--json", action="store_true", help="print the summary as JSON")

@@ -192,15 +192,20 @@ class DeltaTable:
 
     @eager
     def audit(
-        self, level: str = "full", startVersion: int | None = None, endVersion: int | None = None
+        self,
+        level: str = "full",
+        startVersion: int | None = None,
+        endVersion: int | None = None,
+        checks: list[str] | None = None,
     ) -> AuditReport:
         """Check the table's health: the log (versions, checkpoints, compactions and checksums against
         the replay, `_last_checkpoint`, in-commit timestamps, protocol vs properties), with
         `level="full"` every file (existence and size, deletion vectors, parquet footers, CDC files)
         and orphans, plus statistics, partition values and hygiene. Log checks cover versions
         `startVersion..endVersion`; file checks the version `endVersion` (default: the latest).
+        `checks` keeps the checks whose names start with one of its prefixes (`["log.", "files.exist"]`).
         Returns an `AuditReport`: `findings` (a DataFrame), `summary`, `metrics`, `passed`, `frames`."""
-        return audit_table(self._spark, self._storage, self._path, level, startVersion, endVersion)
+        return audit_table(self._spark, self._storage, self._path, level, startVersion, endVersion, checks)
 
     @eager
     def repair(self, dryRun: bool = True) -> DataFrame:

@@ -14,11 +14,12 @@ from nbclient import NotebookClient
 from tests.conftest import CONNECT, REPO
 
 NOTEBOOK = REPO / "notebooks" / "quickstart.ipynb"
+AUDIT_NOTEBOOK = REPO / "notebooks" / "audit.ipynb"
 pytestmark = pytest.mark.skipif(CONNECT, reason="each run starts a kernel with its own classic session")
 
 
-def run(tmp_path: Path, table: str | None) -> tuple[str, list]:
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
+def run(tmp_path: Path, table: str | None, path: Path = NOTEBOOK) -> tuple[str, list]:
+    notebook = nbformat.read(path, as_version=4)
     env = dict(os.environ)
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     if table:
@@ -74,5 +75,28 @@ def test_quickstart_is_committed_with_its_outputs():
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     code = [c for c in notebook.cells if c.cell_type == "code"]
     assert all(c.outputs for c in code), "run the notebook and save it with its outputs"
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
+    assert images([o for c in code for o in c.outputs]) == 1
+
+
+def test_audit_notebook_finds_the_damage_it_makes(tmp_path):
+    text, outputs = run(tmp_path, None, AUDIT_NOTEBOOK)
+    assert "FAILED" in text and "files.exist" in text and "data file does not exist" in text
+    assert "numFiles is 1" in text  # the checksum it edited
+    assert "stray.parquet" in text  # the orphan, in the findings table
+    assert "dataFileMissing" in text  # the repair dry run
+    assert images(outputs) == 1
+
+
+def test_audit_notebook_on_a_real_table(tmp_path, conformance):
+    text, outputs = run(tmp_path, str(conformance / "basic-dv-with-checkpoint"), AUDIT_NOTEBOOK)
+    assert "PASSED" in text
+    assert images(outputs) == 1
+
+
+def test_audit_notebook_is_committed_with_its_outputs():
+    notebook = nbformat.read(AUDIT_NOTEBOOK, as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert all(c.outputs for c in code if "unpersist" not in c.source), "run the notebook and save it"
     assert not [o for c in code for o in c.outputs if o.output_type == "error"]
     assert images([o for c in code for o in c.outputs]) == 1

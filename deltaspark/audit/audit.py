@@ -97,15 +97,25 @@ def audit_table(
     level: str = "full",
     startVersion: int | None = None,
     endVersion: int | None = None,
+    checks: list[str] | None = None,
 ) -> AuditReport:
-    """Audit the table at `table_path` (see `DeltaTable.audit`)."""
+    """Audit the table at `table_path` (see `DeltaTable.audit`); `checks` keeps only the checks whose
+    names start with one of the given prefixes (e.g. `["log.", "files.exist"]`)."""
     if level not in LEVELS:
         raise InvalidArgumentError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
+    if checks is not None:
+        unknown = [c for c in checks if not any(check.name.startswith(c) for check in CHECKS)]
+        if unknown:
+            known = ", ".join(c.name for c in CHECKS)
+            raise InvalidArgumentError(
+                f"no audit check starts with {', '.join(unknown)}; the checks: {known}"
+            )
     started = time.time()
     ctx = audit_context(spark, storage, table_path, startVersion, endVersion)
     snapshot = ctx.snapshot
-    checks = [c for c in CHECKS if snapshot is not None or c.name not in _NEED_SNAPSHOT]
-    findings, outcomes = run_checks(ctx, checks, level)
+    chosen = [c for c in CHECKS if checks is None or any(c.name.startswith(p) for p in checks)]
+    chosen = [c for c in chosen if snapshot is not None or c.name not in _NEED_SNAPSHOT]
+    findings, outcomes = run_checks(ctx, chosen, level)
     report = AuditReport(
         table=ctx.root,
         version=snapshot.version if snapshot is not None else None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -50,11 +51,17 @@ class AuditContext:
 
     persisted: list[DataFrame] = field(default_factory=list)  # released by AuditReport.unpersist()
 
+    audit_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
     def keep(self, frame: DataFrame) -> DataFrame:
-        """`frame` persisted (memory, spilling to disk) for the checks and frames that share it."""
-        persisted = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        """`frame` persisted (memory, spilling to disk) for the checks and frames that share it.
+
+        Spark finds cached data by plan: a second audit of a table that changed meanwhile would
+        build the same plans and read the first audit's cache. A column holding this audit's id
+        makes its plans its own; it is dropped above the cached relation."""
+        persisted = frame.withColumn("_audit_id", F.lit(self.audit_id)).persist(StorageLevel.MEMORY_AND_DISK)
         self.persisted.append(persisted)
-        return persisted
+        return persisted.drop("_audit_id")
 
     @cached_property
     def table_files(self) -> DataFrame:

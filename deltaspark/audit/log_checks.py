@@ -20,6 +20,7 @@ from deltaspark.log.files import LogFileKind
 from deltaspark.log.json_checksum import checksum_of, parse_json_preserving_numbers
 from deltaspark.log.last_checkpoint import LAST_CHECKPOINT_NAME
 from deltaspark.log.segment import build_log_segment, complete_checkpoints
+from deltaspark.spark_compat import is_connect
 from deltaspark.storage import join_path
 
 _CHECKPOINT_KINDS = (
@@ -83,8 +84,16 @@ def versions(ctx: AuditContext) -> list[Finding]:
 
 def last_checkpoint(ctx: AuditContext) -> list[Finding]:
     """`_last_checkpoint` parses, its checksum holds, and it names a complete checkpoint whose parts
-    and size it describes; a hint older than the newest checkpoint is a warning (readers list more)."""
+    and size it describes (V2: the top-level file it names). Every finding is a warning: the file is
+    a hint, and readers that check it (deltaspark, delta-spark) list the log instead; readers that
+    trust it may miss versions or fail."""
     location = join_path(join_path(ctx.root, "_delta_log"), LAST_CHECKPOINT_NAME)
+    if is_connect(ctx.spark):  # Spark's file sources cannot read a name starting with `_`
+        return [
+            Finding(
+                "log.last_checkpoint", "info", "not checked: unreadable through Spark Connect", None, location
+            )
+        ]
     text = ctx.storage.read_text(location)
     checkpoints = complete_checkpoints(ctx.listing)
     check = "log.last_checkpoint"
@@ -93,22 +102,22 @@ def last_checkpoint(ctx: AuditContext) -> list[Finding]:
             newest = max(checkpoints)
             return [
                 Finding(
-                    check, "warning", f"absent, but a checkpoint exists at version {newest}", newest, location
+                    check, "info", f"absent, but a checkpoint exists at version {newest}", newest, location
                 )
             ]
         return []
     try:
         doc: Any = parse_json_preserving_numbers(text)
     except ValueError as exc:
-        return [Finding(check, "error", f"not valid JSON: {exc}", None, location)]
+        return [Finding(check, "warning", f"not valid JSON: {exc}", None, location)]
     if not isinstance(doc, dict) or not str(doc.get("version", "")).lstrip("-").isdigit():
-        return [Finding(check, "error", "has no integer `version`", None, location)]
+        return [Finding(check, "warning", "has no integer `version`", None, location)]
     out: list[Finding] = []
     version = int(str(doc["version"]))
     if doc.get("checksum") is not None and str(doc["checksum"]).lower() != checksum_of(doc):
         out.append(
             Finding(
-                check, "error", f"checksum {doc['checksum']} does not match its content", version, location
+                check, "warning", f"checksum {doc['checksum']} does not match its content", version, location
             )
         )
     checkpoint = checkpoints.get(version)
@@ -116,7 +125,7 @@ def last_checkpoint(ctx: AuditContext) -> list[Finding]:
         out.append(
             Finding(
                 check,
-                "error",
+                "warning",
                 f"names version {version}, which has no complete checkpoint",
                 version,
                 location,
@@ -139,20 +148,24 @@ def last_checkpoint(ctx: AuditContext) -> list[Finding]:
         out.append(
             Finding(
                 check,
-                "error",
+                "warning",
                 f"says {parts} part(s), the checkpoint has {actual_parts or 1}",
                 version,
                 location,
             )
         )
     size_in_bytes = doc.get("sizeInBytes")
-    if size_in_bytes is not None and checkpoint.kind is not LogFileKind.CHECKPOINT_UUID:
+    if (
+        size_in_bytes is not None
+        and checkpoint.kind is not LogFileKind.CHECKPOINT_UUID
+        and "v2Checkpoint" not in doc
+    ):
         actual = sum(f.size for f in checkpoint.files)
         if int(str(size_in_bytes)) != actual:
             out.append(
                 Finding(
                     check,
-                    "error",
+                    "warning",
                     f"says sizeInBytes {size_in_bytes}, the checkpoint files hold {actual}",
                     version,
                     location,
@@ -162,7 +175,7 @@ def last_checkpoint(ctx: AuditContext) -> list[Finding]:
     if isinstance(v2, dict) and v2.get("path") and v2["path"] not in {f.name for f in checkpoint.files}:
         out.append(
             Finding(
-                check, "error", f"names V2 checkpoint {v2['path']}, which is not there", version, location
+                check, "warning", f"names V2 checkpoint {v2['path']}, which is not there", version, location
             )
         )
     return out
@@ -219,7 +232,7 @@ def protocol_and_properties(ctx: AuditContext) -> list[Finding]:
         out.append(Finding(check, "error", str(exc), v))
         wanted = set()
     for feature in sorted(wanted):
-        if not protocol.hasFeature(feature):
+        if not protocol.hasFeature(feature) and not protocol.hasFeature(f"{feature}-preview"):
             out.append(
                 Finding(
                     check, "error", f"a property enables {feature}, which the protocol does not support", v

@@ -59,7 +59,7 @@ def repair(ctx: AuditContext, dry_run: bool = True) -> DataFrame:
         raise DeltaSparkError(
             f"{ctx.table_path}: version {ctx.end_version} cannot be loaded, so it cannot be repaired"
         )
-    found = missing_references(ctx).persist()
+    found = ctx.keep(missing_references(ctx))
     count = found.count()
     log.info("%d file reference(s) in %s point to missing files", count, ctx.table_path)
     if dry_run or count == 0:

@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 from deltaspark.audit import checksum_compare
 from deltaspark.audit.context import AuditContext
 from deltaspark.audit.findings import FINDINGS_SCHEMA, Finding, findings_of, from_findings
-from deltaspark.audit.timeline import SmallState, load_checkpoint_snapshot
+from deltaspark.audit.timeline import SmallState, clean_document, load_checkpoint_snapshot
 from deltaspark.log.files import LogFileKind
-from deltaspark.log.reconciliation import file_action_rows
+from deltaspark.log.reconciliation import file_action_rows, newest_per_file
 from deltaspark.log.replay import read_json_actions
 from deltaspark.log.segment import complete_checkpoints
 from deltaspark.spark_compat import check_python_workers
@@ -209,9 +209,7 @@ def checkpoints(ctx: AuditContext) -> DataFrame:
 
 
 def _clean_dict(value: dict[str, Any]) -> dict[str, Any]:
-    from deltaspark.audit.timeline import _clean
-
-    return _clean(value)
+    return clean_document(value)
 
 
 def compactions(ctx: AuditContext) -> DataFrame:
@@ -231,7 +229,9 @@ def compactions(ctx: AuditContext) -> DataFrame:
             continue
         where = f"log compaction {f.name}"
         actions = read_json_actions(ctx.spark, [f], ["add", "remove"], select_lines=False)
-        copy = _keyed(file_action_rows(actions, ctx.root), False)
+        # Read as readers read it: a compaction written without full reconciliation may hold an add
+        # and a remove of one key, and then the remove is the later event.
+        copy = _keyed(newest_per_file(file_action_rows(actions, ctx.root)), False)
         newest = timeline.intervals.where(
             (F.col("start") >= start)
             & (F.col("start") <= end)

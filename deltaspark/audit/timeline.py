@@ -13,8 +13,10 @@ are collected and swept on the driver.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -36,12 +38,17 @@ log = logging.getLogger(__name__)
 _SMALL_KINDS = ["protocol", "metaData", "txn", "domainMetadata", "commitInfo"]
 
 
-def _clean(value: Any) -> Any:
-    """A log document without nulls (so that absent and null fields compare equal)."""
+def clean_document(value: Any) -> Any:
+    """A log document without nulls (so that absent and null fields compare equal), its
+    `schemaString` parsed (writers differ in JSON whitespace, not in the schema)."""
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items() if v is not None}
+        out = {k: clean_document(v) for k, v in value.items() if v is not None}
+        if isinstance(out.get("schemaString"), str):
+            with contextlib.suppress(ValueError):  # else compared as text
+                out["schemaString"] = json.loads(out["schemaString"])
+        return out
     if isinstance(value, list):
-        return [_clean(v) for v in value]
+        return [clean_document(v) for v in value]
     return value
 
 
@@ -80,8 +87,10 @@ class Timeline:
         root: str,
         listing: list[LogFile],
         latest: int,
+        keep: Callable[[DataFrame], DataFrame] = DataFrame.persist,
     ) -> None:
         self._spark = spark
+        self._keep = keep
         self._storage = storage
         self._root = root
         commits = {f.version: f for f in listing if f.kind is LogFileKind.COMMIT and f.version <= latest}
@@ -137,7 +146,7 @@ class Timeline:
             .withColumnRenamed("version", "start")
             .where(F.col("end").isNull() | (F.col("end") > F.col("start")))
         )
-        return frame.persist()
+        return self._keep(frame)
 
     def live_at(self, version: int) -> DataFrame:
         """The live `add` rows at `version`."""
@@ -312,7 +321,7 @@ class Timeline:
                 continue
             while i < len(events) and events[i][0] <= v:
                 _, kind, value = events[i]
-                value = _clean(value)
+                value = clean_document(value)
                 if kind == "protocol":
                     state.protocol = value
                 elif kind == "metaData":

@@ -31,7 +31,7 @@ from deltaspark.storage import HadoopStorage, storage_for
 DEFAULT_CHECKPOINT_INTERVAL = 10
 
 
-def _paths(args: argparse.Namespace) -> list[str]:
+def table_paths(args: argparse.Namespace) -> list[str]:
     paths = list(args.paths)
     if args.paths_file:
         with open(args.paths_file, encoding="utf-8") as fh:
@@ -85,7 +85,7 @@ def _print_summary(results: list[dict[str, Any]]) -> None:
     print(f"{len(results)} table(s): {len(results) - failed} ok, {failed} failed")
 
 
-def _write_output(spark, location: str, document: dict[str, Any]) -> None:  # noqa: ANN001
+def write_summary(spark, location: str, document: dict[str, Any]) -> None:  # noqa: ANN001
     text = json.dumps(document, indent=2, default=str)
     if "://" in location or location.startswith(("s3a:", "s3:", "gs:", "abfss:", "hdfs:", "dbfs:")):
         HadoopStorage(spark).write_text(location, text, overwrite=True)
@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, spark=None) -> int:  # noqa: ANN001
     parser = build_parser()
     args = parser.parse_args(argv)
-    paths = _paths(args)
+    paths = table_paths(args)
     if not paths:
         parser.error("give table paths or --paths-file")
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -140,5 +140,5 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:  # noqa: ANN001
             "failed": sum(r["status"] != "ok" for r in results),
             "seconds": round(time.time() - started, 2),
         }
-        _write_output(spark, args.output, summary)
+        write_summary(spark, args.output, summary)
     return 1 if any(r["status"] != "ok" for r in results) else 0

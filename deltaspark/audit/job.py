@@ -1,0 +1,123 @@
+"""The scheduled audit job over many Delta tables.
+
+Run it with spark-submit (`jobs/audit_job.py`), as the `deltaspark-audit-job` console script /
+Databricks Python wheel task, or call `main(argv, spark=spark)`:
+
+    spark-submit jobs/audit_job.py s3a://bucket/orders s3a://bucket/events --findings s3a://bucket/ops/audit
+    deltaspark-audit-job --paths-file tables.txt --level quick --output summary.json
+
+Each table is audited (`DeltaTable.audit`); one table that cannot be audited (not a table, no
+access) is recorded as failed and does not stop the others. Every finding of every table, with the
+table's path and the run's id and time, is appended to the Delta table `--findings` through
+deltaspark's transaction path, so runs accumulate and can be queried. A summary is printed and
+written as JSON (`--output`, a local or Hadoop path). The exit code is 1 when any table failed an
+audit (an `error` finding) or could not be audited.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from deltaspark.audit.audit import LEVELS, audit_table
+from deltaspark.errors import TableNotFoundError
+from deltaspark.maintenance.job import table_paths, write_summary
+from deltaspark.operations.write import write
+from deltaspark.snapshot import load_version
+from deltaspark.storage import storage_for
+
+log = logging.getLogger(__name__)
+
+
+def _append_findings(spark, location: str, frames: list[Any]) -> int:  # noqa: ANN001
+    """Append the findings of this run to the Delta table at `location` (created on first use)."""
+    if not frames:
+        return 0
+    findings = frames[0]
+    for frame in frames[1:]:
+        findings = findings.unionByName(frame)
+    storage = storage_for(spark)
+    try:
+        snapshot = load_version(spark, storage, location)
+    except TableNotFoundError:
+        snapshot = None
+    write(spark, storage, location, snapshot, findings.coalesce(1), "append")
+    return len(frames)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="audit_job", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("paths", nargs="*", help="table paths")
+    parser.add_argument("--paths-file", help="a local file with one table path per line (# comments)")
+    parser.add_argument("--level", choices=LEVELS, default="full", help="quick: the log only (default: full)")
+    parser.add_argument("--findings", help="append every finding to this Delta table (path)")
+    parser.add_argument("--output", help="write the JSON summary here (local or Hadoop path)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what deltaspark does")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, spark=None) -> int:  # noqa: ANN001
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    paths = table_paths(args)
+    if not paths:
+        parser.error("give table paths or --paths-file")
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("deltaspark").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.appName("deltaspark-audit-job").getOrCreate()
+    storage = storage_for(spark)
+    run_id, run_at = str(uuid.uuid4()), dt.datetime.now(dt.timezone.utc)
+    started = time.time()
+    results: list[dict[str, Any]] = []
+    frames = []
+    for path in paths:
+        print(f"[{len(results) + 1}/{len(paths)}] {path}", flush=True)
+        try:
+            report = audit_table(spark, storage, path, args.level)
+        except Exception as exc:  # one table that cannot be audited must not stop the others
+            results.append({"path": path, "status": "error", "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        summary = report.summary
+        results.append({"path": path, "status": "passed" if report.passed else "failed", **summary})
+        print(report.text(limit=10), flush=True)
+        if args.findings:
+            frames.append(
+                report.findings.select(
+                    F.lit(run_id).alias("runId"),
+                    F.lit(run_at).cast("timestamp").alias("auditedAt"),
+                    F.lit(path).alias("table"),
+                    F.lit(report.version).cast("long").alias("tableVersion"),
+                    "*",
+                )
+            )
+    if args.findings:
+        _append_findings(spark, args.findings, frames)
+    document = {
+        "runId": run_id,
+        "auditedAt": run_at.isoformat(),
+        "level": args.level,
+        "tables": results,
+        "passed": sum(r["status"] == "passed" for r in results),
+        "failed": sum(r["status"] == "failed" for r in results),
+        "errors": sum(r["status"] == "error" for r in results),
+        "seconds": round(time.time() - started, 2),
+    }
+    print(
+        f"audited {len(results)} table(s): {document['passed']} passed, {document['failed']} failed, "
+        f"{document['errors']} could not be audited"
+    )
+    if args.output:
+        write_summary(spark, args.output, document)
+    return 0 if document["passed"] == len(results) else 1

@@ -1,0 +1,360 @@
+"""Audits: every check finds the damage made for it, and stays silent on healthy tables.
+
+One table is written through deltaspark (partitioned by an int, deletion vectors, change data feed,
+a checkpoint, in-commit timestamps, checksums at every version); damaged copies of it are audited
+once each, with every damage of a kind at once, and each check must report its own damage with
+the path it concerns. Real tables of other engines (the conformance folder) must audit clean.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from deltaspark import AuditReport, DeltaTable, InvalidArgumentError, write
+from deltaspark.audit.job import main as audit_job
+from deltaspark.cli import main as cli
+from deltaspark.features.dv_codec import uuid_relative_path
+from deltaspark.maintenance.table_listing import is_hidden, list_table_files
+from tests.conftest import CONNECT
+
+pytestmark = pytest.mark.skipif(CONNECT, reason="audits list and repair tables through Hadoop and pyarrow")
+
+
+def _log(path: str) -> Path:
+    return Path(path) / "_delta_log"
+
+
+@pytest.fixture(scope="module")
+def healthy(spark, tmp_path_factory) -> str:
+    """v0 create (p = 0, 1, 2), v1 append, v2 DV delete (CDC files), v3 append (checkpoint),
+    v4 DV delete, v5 enable in-commit timestamps, v6 append (checkpoint), v7 append."""
+    path = str(tmp_path_factory.mktemp("audit") / "healthy")
+    rows = [(i, i % 3, f"s{i}") for i in range(60)]
+    frame = spark.createDataFrame(rows, "id long, p int, s string").repartition(2)
+    properties = {
+        "delta.checkpointInterval": "3",
+        "delta.enableDeletionVectors": "true",
+        "delta.enableChangeDataFeed": "true",
+    }
+    write(frame, path, partitionBy=["p"], properties=properties)
+    write(spark.createDataFrame([(100 + i, i % 3, "x") for i in range(9)], "id long, p int, s string"), path)
+    table = DeltaTable.forPath(spark, path)
+    table.delete("id % 7 = 0")
+    write(spark.createDataFrame([(200, 1, "y")], "id long, p int, s string"), path)
+    table.delete("id = 5")
+    table.setProperties({"delta.enableInCommitTimestamps": "true"})
+    write(spark.createDataFrame([(300, 2, "z")], "id long, p int, s string"), path)
+    write(
+        spark.createDataFrame([(400, 0, "w"), (401, 0, None)], "id long, p int, s string").coalesce(1), path
+    )
+    return path
+
+
+def _copy(healthy: str, tmp_path: Path, name: str) -> str:
+    target = tmp_path / name
+    shutil.copytree(healthy, target)
+    return str(target)
+
+
+def _by_check(report: AuditReport, severity: str | None = None) -> dict[str, list[tuple]]:
+    rows = report.findings.collect()
+    out: dict[str, list[tuple]] = {}
+    for r in rows:
+        if severity is None or r["severity"] == severity:
+            out.setdefault(r["check"], []).append((r["version"], r["path"], r["detail"]))
+    return out
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _write_lines(path: Path, actions: list[dict]) -> None:
+    path.write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+def test_a_healthy_table_passes_every_check(spark, healthy):
+    report = DeltaTable.forPath(spark, healthy).audit()
+    problems = report.findings.where("severity != 'info'").collect()
+    assert problems == [] and report.passed
+    assert {c["check"] for c in report.checks} >= {
+        "log.versions",
+        "log.checkpoint",
+        "log.checksum",
+        "log.in_commit_timestamps",
+        "files.exist",
+        "files.deletion_vectors",
+        "files.footers",
+        "files.change_data",
+        "hygiene.orphans",
+    }
+    snapshot = DeltaTable.forPath(spark, healthy).snapshot()
+    assert report.version == snapshot.version == 7
+    assert report.metrics["numFiles"] == snapshot.summary()["numFiles"]
+    assert report.metrics["numRecords"] - report.metrics["deletedRecords"] == snapshot.toDF().count()
+    assert "orphanFiles" not in report.metrics  # every file under the table is referenced
+    assert json.loads(report.toJSON())["passed"] is True
+    frames = report.frames
+    assert frames["files"].count() == snapshot.summary()["numFiles"]
+    assert sorted(r["partition"] for r in frames["partitions"].collect()) == [
+        '{"p":"0"}',
+        '{"p":"1"}',
+        '{"p":"2"}',
+    ]
+    assert [r["version"] for r in frames["commits"].orderBy("version").collect()] == list(range(8))
+    report.unpersist()
+
+
+def test_damaged_files_are_each_found_and_repair_removes_the_missing_ones(spark, healthy, tmp_path):
+    path = _copy(healthy, tmp_path, "files")
+    table = DeltaTable.forPath(spark, path)
+    files = table.snapshot().files().collect()
+    plain = sorted(f["path"] for f in files if f["deletionVector"] is None)
+    with_dv = sorted((f["path"], f["deletionVector"]) for f in files if f["deletionVector"] is not None)
+    missing, grown = plain[0], plain[1]
+    os.remove(Path(path) / missing)
+    with open(Path(path) / grown, "ab") as fh:
+        fh.write(b"junk")
+    live_dvs = sorted({f"{path}/{uuid_relative_path(dv['pathOrInlineDv'])}" for _, dv in with_dv})
+    assert len(live_dvs) >= 2
+    damaged_dv = bytearray(Path(live_dvs[0]).read_bytes())
+    damaged_dv[12] ^= 0xFF  # inside the first bitmap: its CRC no longer holds
+    Path(live_dvs[0]).write_bytes(bytes(damaged_dv))
+    cdc = sorted(glob.glob(f"{path}/_change_data/**/*.parquet", recursive=True))
+    os.remove(cdc[0])
+    folder = (Path(path) / plain[2]).parent  # a partition folder of a data file
+    (folder / "stray.parquet").write_bytes(b"x" * 7)
+    (Path(path) / "_hidden.parquet").write_bytes(b"x")
+    (folder / ".hidden.crc").write_bytes(b"x")
+    (folder / "_tmp").mkdir()
+    (folder / "_tmp" / "leftover.parquet").write_bytes(b"x")
+    # The last commit's file (after the checkpoint at 6): its stats and partition value damaged.
+    last = _log(path) / f"{7:020d}.json"
+    actions = _lines(last)
+    for action in actions:
+        if "add" in action:
+            stats = json.loads(action["add"]["stats"])
+            stats["numRecords"] += 1
+            stats["minValues"]["id"], stats["maxValues"]["id"] = 999, 1
+            stats["nullCount"]["s"] = stats["numRecords"] + 5
+            action["add"]["stats"] = json.dumps(stats)
+            action["add"]["partitionValues"] = {"p": "not-an-int", "q": "extra"}
+            damaged_add = action["add"]["path"]
+    _write_lines(last, actions)
+
+    report = table.audit()
+    found = _by_check(report, "error")
+    root = "file:" + path
+    exist = {(p, d) for _, p, d in found["files.exist"]}
+    assert (f"{root}/{missing}", "data file does not exist") in exist
+    assert any(p == f"{root}/{grown}" and "the log says" in d for p, d in exist)
+    assert any("CRC-32 mismatch" in d for _, _, d in found["files.deletion_vectors"])
+    footers = {(p, d) for _, p, d in found["files.footers"]}
+    assert any(p == f"{root}/{grown}" and "not a readable parquet file" in d for p, d in footers)
+    assert any(p == f"{root}/{damaged_add}" and "numRecords" in d for p, d in footers)
+    stats = [d for _, p, d in found["files.statistics"] if p == f"{root}/{damaged_add}"]
+    assert any("minValues.id (999) > maxValues.id (1)" in d for d in stats)
+    assert any("nullCount of s" in d for d in stats)
+    assert any("'not-an-int' of p is not a valid int" in d for _, _, d in found["files.partition_values"])
+    warnings = _by_check(report, "warning")
+    assert any("q" in d for _, _, d in warnings["files.partition_values"])
+    assert [d for _, _, d in found["files.change_data"]] == ["change data file does not exist"]
+    orphans = [p for _, p, _ in _by_check(report, "info")["hygiene.orphans"]]
+    assert orphans == [f"{root}/{plain[2].rsplit('/', 1)[0]}/stray.parquet"]  # hidden names never are
+    assert report.metrics["orphanBytes"] == 7
+    assert not report.passed
+    assert {"log.checkpoint", "log.checksum"}.isdisjoint(found)  # the log itself is sound
+
+    # Repair: a dry run lists the reference to the missing file; applying it commits its removal.
+    # (The damaged DV file exists, so it is no repair candidate: FSCK removes only missing files.)
+    dry = table.repair().collect()
+    assert [(r["path"], r["dataFileMissing"], r["deletionVectorFileMissing"]) for r in dry] == [
+        (missing, True, False)
+    ]
+    assert table.snapshot().version == 7  # a dry run commits nothing
+    os.remove(live_dvs[-1])
+    applied = table.repair(dryRun=False).collect()
+    dv_missing = [r for r in applied if r["deletionVectorFileMissing"]]
+    assert len(applied) == 1 + len(dv_missing) and dv_missing
+    latest = table.snapshot()
+    assert latest.version == 8 and latest.commitInfo["operation"] == "FSCK"
+    # (files() refuses this table: its damaged partition value; the actions are read as logged)
+    remaining = {r["path"] for r in latest.fileActions().where("is_add").select("add.path").collect()}
+    assert missing not in remaining and not any(r["path"] in remaining for r in dv_missing)
+    assert table.repair().count() == 0
+
+
+def test_damaged_log_copies_are_each_found(spark, healthy, tmp_path):
+    path = _copy(healthy, tmp_path, "log")
+    log = _log(path)
+    crc1 = json.loads((log / f"{1:020d}.crc").read_text())
+    crc1["numFiles"] += 1
+    crc1["histogramOpt"]["fileCounts"][2] += 3
+    (log / f"{1:020d}.crc").write_text(json.dumps(crc1))
+    crc2 = json.loads((log / f"{2:020d}.crc").read_text())
+    crc2["metadata"]["configuration"]["delta.appendOnly"] = "true"
+    crc2["numDeletedRecordsOpt"] += 1
+    (log / f"{2:020d}.crc").write_text(json.dumps(crc2))
+    # The checkpoint at version 3 loses one add, misstates another's size and repeats a third.
+    checkpoint = log / f"{3:020d}.checkpoint.parquet"
+    written = pq.read_table(checkpoint)
+    rows = written.to_pylist()
+    adds = [i for i, r in enumerate(rows) if r.get("add")]
+    dropped = rows[adds[0]]["add"]["path"]
+    rows[adds[1]]["add"]["size"] += 11
+    resized = rows[adds[1]]["add"]["path"]
+    rows.append(rows[adds[2]])
+    del rows[adds[0]]
+    pq.write_table(pa.Table.from_pylist(rows, schema=written.schema), checkpoint)
+    # A log compaction of commits 1-2, reconciled but missing one of its adds.
+    newest: dict[tuple, dict] = {}
+    for version in (1, 2):
+        for action in _lines(log / f"{version:020d}.json"):
+            kind = "add" if "add" in action else "remove" if "remove" in action else None
+            if kind:
+                dv = action[kind].get("deletionVector") or {}
+                newest[(action[kind]["path"], dv.get("pathOrInlineDv"))] = action
+    compacted = list(newest.values())
+    skipped = next(a for a in compacted if "add" in a)
+    compacted.remove(skipped)
+    _write_lines(log / f"{1:020d}.{2:020d}.compacted.json", compacted)
+    # The last commit's in-commit timestamp goes back in time.
+    last = log / f"{7:020d}.json"
+    actions = _lines(last)
+    actions[0]["commitInfo"]["inCommitTimestamp"] = 1000
+    _write_lines(last, actions)
+    hint = json.loads((log / "_last_checkpoint").read_text())
+    hint.pop("checksum", None)
+    hint["sizeInBytes"] = 5
+    (log / "_last_checkpoint").write_text(json.dumps(hint))
+
+    report = DeltaTable.forPath(spark, path).audit("quick")
+    found = _by_check(report, "error")
+    checksum = {(v, d) for v, _, d in found["log.checksum"]}
+    assert any(v == 1 and d.startswith("numFiles is") for v, d in checksum)
+    assert any(v == 1 and d.startswith("histogramOpt.fileCounts differs at bin 2") for v, d in checksum)
+    assert any(v == 2 and d.startswith("metadata.configuration") for v, d in checksum)
+    assert any(v == 2 and d.startswith("numDeletedRecordsOpt") for v, d in checksum)
+    assert any(v == 7 and d.startswith("inCommitTimestampOpt") for v, d in checksum)
+    assert {v for v, _ in checksum} == {1, 2, 7}  # only the damaged versions
+    root = "file:" + path
+    checkpoints = {(p, d) for _, p, d in found["log.checkpoint"]}
+    assert any(p == f"{root}/{dropped}" and "lacks" in d for p, d in checkpoints)
+    assert any(p == f"{root}/{resized}" and '"size"' in d for p, d in checkpoints)
+    assert any("lists a file 2 times" in d for _, d in checkpoints)
+    compaction = [(p, d) for _, p, d in found["log.compaction"]]
+    assert compaction == [(f"{root}/{skipped['add']['path']}", compaction[0][1])]
+    assert "lacks" in compaction[0][1]
+    assert [v for v, _, _ in found["log.in_commit_timestamps"]] == [7]
+    assert any("sizeInBytes 5" in d for _, _, d in _by_check(report, "warning")["log.last_checkpoint"])
+    assert "files.footers" not in {c["check"] for c in report.checks}  # quick: no file is opened
+
+
+def test_a_missing_commit_is_reported_and_the_other_checks_still_run(spark, healthy, tmp_path):
+    path = _copy(healthy, tmp_path, "gap")
+    os.remove(_log(path) / f"{1:020d}.json")
+    report = DeltaTable.forPath(spark, path).audit("quick")
+    found = _by_check(report, "error")
+    assert (1, None, "commit 1 is missing between 0 and 7") in found["log.versions"]
+    # The checkpoint at 6 still gives the latest version; the replay from commit 0 cannot be built.
+    assert report.version == 7
+    assert any("could not run" in d and "1" in d for _, _, d in found["log.checkpoint"])
+    assert "files.statistics" not in found
+
+
+def test_protocol_and_properties_must_agree(spark, log):
+    from tests import log_builder as lb
+
+    log.commit(
+        0,
+        lb.protocol(3, 7, ["deletionVectors"], ["changeDataFeed"]),
+        lb.metadata(configuration={"delta.enableChangeDataFeed": "true", "delta.enableRowTracking": "true"}),
+        lb.add("a.parquet"),
+    )
+    report = DeltaTable.forPath(spark, log.path).audit("quick")
+    details = [d for _, _, d in _by_check(report, "error")["log.protocol"]]
+    assert "reader feature deletionVectors is not listed as a writer feature" in details
+    assert "a property enables rowTracking, which the protocol does not support" in details
+    assert not any("changeDataFeed" in d for d in details)
+
+
+def test_version_range_and_level_are_checked(spark, healthy):
+    table = DeltaTable.forPath(spark, healthy)
+    with pytest.raises(InvalidArgumentError):
+        table.audit("deep")
+    with pytest.raises(InvalidArgumentError):
+        table.audit("quick", startVersion=5, endVersion=2)
+    with pytest.raises(InvalidArgumentError, match="no audit check starts with nope"):
+        table.audit("quick", checks=["nope"])
+    report = table.audit("quick", startVersion=4, endVersion=4, checks=["log.", "files.statistics"])
+    assert report.version == 4 and report.passed
+    assert {c["check"] for c in report.checks} == {
+        "log.snapshot",
+        "log.versions",
+        "log.last_checkpoint",
+        "log.protocol",
+        "log.in_commit_timestamps",
+        "log.checkpoint",
+        "log.compaction",
+        "log.checksum",
+        "files.statistics",
+    }
+
+
+def test_listing_follows_vacuums_hidden_rules(spark, tmp_path):
+    for name in ["a.parquet", "_delta_log/0.json", ".x", "_x=1/f.parquet", "p=1/q=2/f.parquet", "p=1/_tmp/x"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    for name in ["_change_data/c.parquet", "_delta_index/i", "metadata/m.json", "p=2/metadata/ok.parquet"]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    listed = list_table_files(spark, "file:" + str(tmp_path), ["_x", "p"]).collect()
+    files = sorted(r["path"][len("file:" + str(tmp_path)) + 1 :] for r in listed if not r["isDir"])
+    assert files == [
+        "_change_data/c.parquet",
+        "_delta_index/i",
+        "_x=1/f.parquet",
+        "a.parquet",
+        "p=1/q=2/f.parquet",
+        "p=2/metadata/ok.parquet",
+    ]
+    assert all(r["size"] == 1 and r["modificationTime"] > 0 for r in listed if not r["isDir"])
+    assert is_hidden("_SUCCESS", []) and not is_hidden("_x=1", ["_x"]) and is_hidden("metadata", [], True)
+
+
+def test_cli_and_job(spark, healthy, tmp_path, capsys):
+    assert cli(["audit", healthy, "--level", "quick", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["passed"] is True
+    broken = _copy(healthy, tmp_path, "broken")
+    os.remove(_log(broken) / f"{2:020d}.json")
+    assert cli(["audit", broken, "--level", "quick"]) == 1
+    assert "FAILED" in capsys.readouterr().out
+    findings, summary = str(tmp_path / "findings"), tmp_path / "summary.json"
+    code = audit_job(
+        [
+            healthy,
+            broken,
+            str(tmp_path / "nothing"),
+            "--level",
+            "quick",
+            "--findings",
+            findings,
+            "--output",
+            str(summary),
+        ],
+        spark=spark,
+    )
+    assert code == 1
+    document = json.loads(summary.read_text())
+    assert [t["status"] for t in document["tables"]] == ["passed", "failed", "error"]
+    saved = DeltaTable.forPath(spark, findings).toDF()
+    assert saved.where("severity = 'error'").select("table").distinct().collect()[0]["table"] == broken
+    assert saved.select("runId").distinct().count() == 1
