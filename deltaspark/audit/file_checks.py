@@ -92,7 +92,7 @@ def deletion_vectors(ctx: AuditContext) -> DataFrame:
     return rows.mapInArrow(file_tasks.dv_batches(ctx.root), FINDINGS_SCHEMA)
 
 
-def _type_plan(data_type: DataType, field: StructField | None, mode: str, widened: bool) -> dict[str, Any]:
+def _type_plan(data_type: DataType, mode: str, widened: bool) -> dict[str, Any]:
     name = data_type.typeName()
     if name in ("char", "varchar"):
         name = "string"
@@ -102,16 +102,16 @@ def _type_plan(data_type: DataType, field: StructField | None, mode: str, widene
     elif isinstance(data_type, StructType):
         plan["fields"] = [_field_plan(f, mode, widened) for f in data_type.fields]
     elif isinstance(data_type, ArrayType):
-        plan["element"] = _type_plan(data_type.elementType, None, mode, widened)
+        plan["element"] = _type_plan(data_type.elementType, mode, widened)
     elif isinstance(data_type, MapType):
-        plan["key"] = _type_plan(data_type.keyType, None, mode, widened)
-        plan["value"] = _type_plan(data_type.valueType, None, mode, widened)
+        plan["key"] = _type_plan(data_type.keyType, mode, widened)
+        plan["value"] = _type_plan(data_type.valueType, mode, widened)
     return plan
 
 
 def _field_plan(field: StructField, mode: str, widened: bool = False) -> dict[str, Any]:
     widened = widened or TYPE_CHANGES_KEY in field.metadata
-    plan = _type_plan(field.dataType, field, mode, widened)
+    plan = _type_plan(field.dataType, mode, widened)
     plan.update(
         name=field.name,
         physical=physical_name(field, mode),

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from deltaspark.errors import NonContiguousVersionsError
@@ -250,7 +250,7 @@ class Timeline:
             F.map_from_entries(F.collect_list(F.struct("dbin", "n"))).alias("_deleted")
         )
 
-        def dense(column: str, size: int) -> DataFrame:
+        def dense(column: str, size: int) -> Column:
             return F.transform(
                 F.sequence(F.lit(0), F.lit(size - 1)),
                 lambda i: F.coalesce(F.element_at(F.col(column), i), F.lit(0)),
