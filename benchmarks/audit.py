@@ -4,9 +4,9 @@ worker's process tree (Python driver, Spark JVM, Python workers).
     .venv/bin/python -m benchmarks.audit --files 1000000 --commits 100 --touch --out benchmarks/results/x.json
     .venv/bin/python -m benchmarks.audit --files 10000000 --commits 100 --checkpoint --level quick
 
-`--touch` writes an empty placeholder for every live data file, so that the existence check and the
-orphan listing have real files to list and join (the placeholders are not parquet and carry no
-deletion vector bytes, so `files.footers` and `files.deletion_vectors` are left out: on real tables
+`--touch` writes a sparse placeholder of the logged size for every live data file, so that the
+existence check and the orphan listing have real files to list and join (placeholders are not
+parquet and carry no deletion vector bytes, so `files.footers` and `files.deletion_vectors` are left out: on real tables
 they open every file, which measures the storage, not deltaspark). Nothing here runs in CI.
 """
 
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.generate import LogSpec, generate
+from benchmarks.generate import LogSpec, file_paths, file_sizes, generate, live_indices, plan_batches
 from benchmarks.procmon import emit, run_monitored
 
 # Placeholders are empty files: footers and DV bytes cannot be checked on them.
@@ -31,6 +31,24 @@ PLACEHOLDER_CHECKS = [
     "files.change_data",
     "hygiene.",
 ]
+
+
+def placeholders(root: Path, spec: LogSpec) -> int:
+    """A sparse placeholder of its logged size for every live data file (no disk blocks used), so
+    that the existence check compares real sizes."""
+    batches, _ = plan_batches(spec)
+    made: set[str] = set()
+    count = 0
+    for idx in live_indices(batches):
+        for rel, size in zip(file_paths(idx, spec).to_pylist(), file_sizes(idx).tolist(), strict=True):
+            parent = rel.rpartition("/")[0]
+            if parent and parent not in made:
+                (root / parent).mkdir(parents=True, exist_ok=True)
+                made.add(parent)
+            with open(root / rel, "wb") as fh:
+                fh.truncate(int(size))
+            count += 1
+    return count
 
 
 def worker(path: str, level: str, checks: list[str] | None, driver_memory: str) -> None:
@@ -94,8 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     generated = None
     if not (args.reuse and path.exists()):
         spec = LogSpec(files=args.files, commits=args.commits, checkpoint=args.checkpoint)
-        generated = generate(path, spec, touch=args.touch)
+        generated = generate(path, spec)
         print(f"generated {path} in {generated.seconds} s", flush=True)
+        if args.touch:
+            start = time.perf_counter()
+            print(
+                f"{placeholders(path, spec)} sparse placeholders in {time.perf_counter() - start:.0f} s",
+                flush=True,
+            )
     checks = ",".join(PLACEHOLDER_CHECKS) if args.level == "full" else "-"
     cmd = [
         sys.executable,
