@@ -5,9 +5,10 @@ worker's process tree (Python driver, Spark JVM, Python workers).
     .venv/bin/python -m benchmarks.audit --files 10000000 --commits 100 --checkpoint --level quick
 
 `--touch` writes a sparse placeholder of the logged size for every live data file, so that the
-existence check and the orphan listing have real files to list and join (placeholders are not
-parquet and carry no deletion vector bytes, so `files.footers` and `files.deletion_vectors` are left out: on real tables
-they open every file, which measures the storage, not deltaspark). Nothing here runs in CI.
+existence check and the orphan listing have real files to list and join. Placeholders are not
+parquet and carry no deletion vector bytes, so `files.footers` and `files.deletion_vectors` are
+left out (on real tables they open every file: that measures the storage, not deltaspark).
+Nothing here runs in CI.
 """
 
 from __future__ import annotations

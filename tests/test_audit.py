@@ -358,3 +358,79 @@ def test_cli_and_job(spark, healthy, tmp_path, capsys):
     saved = DeltaTable.forPath(spark, findings).toDF()
     assert saved.where("severity = 'error'").select("table").distinct().collect()[0]["table"] == broken
     assert saved.select("runId").distinct().count() == 1
+
+
+def test_hygiene_findings_on_a_hand_built_log(spark, log):
+    """Skew, stats coverage, DV rewrite candidates, tombstones past retention, checkpoint lag."""
+    from tests import log_builder as lb
+
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "v", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "part", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+    full = {"numRecords": 10, "minValues": {"id": 0, "v": 1}, "maxValues": {"id": 9, "v": 5}, "nullCount": {}}
+    partial = {"numRecords": 10, "minValues": {"id": 0}, "maxValues": {"id": 9}, "nullCount": {}}
+    adds = [
+        lb.add(f"part={p}/f{i}.parquet", size=1000, partition_values={"part": str(p)}, stats=full)
+        for p in range(4)
+        for i in range(2)
+    ]
+    adds.append(lb.add("part=9/big.parquet", size=10**9, partition_values={"part": "9"}, stats=partial))
+    adds.append(lb.add("part=9/nostats.parquet", size=10**9, partition_values={"part": "9"}))
+    dv = lb.dv("vBn[lx{q8@P<9BNH/isA", cardinality=6)
+    adds.append(lb.add("part=0/dv.parquet", size=1000, partition_values={"part": "0"}, stats=full, dv=dv))
+    log.commit(
+        0,
+        lb.protocol(3, 7, ["deletionVectors"], ["deletionVectors"]),
+        lb.metadata(schema=schema, partition_columns=["part"]),
+        *adds,
+    )
+    log.commit(
+        1, lb.remove("part=0/old.parquet", deletion_timestamp=1_000_000, partitionValues={"part": "0"})
+    )
+    for version in range(2, 25):
+        log.commit(version, lb.commit_info())
+    report = DeltaTable.forPath(spark, log.path).audit("quick")
+    info = _by_check(report, "info")
+    assert report.passed and not _by_check(report, "warning")
+    skew = [d for _, _, d in info["hygiene.partition_skew"]]
+    assert len(skew) == 1 and skew[0].startswith('partition {"part":"9"} holds 2000000000 bytes')
+    coverage = [d for _, _, d in info["hygiene.stats_coverage"] if d.startswith("column")]
+    assert coverage == [
+        "column id has min/max statistics in 10 of 11 files",  # not in the file without stats
+        "column v has min/max statistics in 9 of 11 files",
+    ]
+    assert any(d == "1 of 11 files have no statistics" for _, _, d in info["hygiene.stats_coverage"])
+    assert [(p.rsplit("/", 1)[-1], d) for _, p, d in info["hygiene.deletion_vectors"]] == [
+        ("dv.parquet", "6 of 10 rows deleted by its deletion vector (rewrite candidate)")
+    ]
+    assert any("1 past the retention period" in d for _, _, d in info["hygiene.tombstones"])
+    assert any(
+        d.startswith("25 commits since the last checkpoint") for _, _, d in info["hygiene.checkpoint_lag"]
+    )
+    assert report.metrics["commitsSinceCheckpoint"] == 25 and report.metrics["expiredTombstones"] == 1
+
+
+def test_torn_files_incomplete_checkpoints_and_a_tampered_hint(spark, healthy, tmp_path):
+    path = _copy(healthy, tmp_path, "torn")
+    log = _log(path)
+    (log / f"{8:020d}.json").write_bytes(b"")
+    shutil.copy(
+        log / f"{6:020d}.checkpoint.parquet", log / f"{7:020d}.checkpoint.0000000001.0000000002.parquet"
+    )
+    hint = json.loads((log / "_last_checkpoint").read_text())
+    hint["version"], hint["checksum"] = 6, "0" * 32
+    (log / "_last_checkpoint").write_text(json.dumps(hint))
+    report = DeltaTable.forPath(spark, path).audit("quick")
+    errors, warnings = _by_check(report, "error"), _by_check(report, "warning")
+    assert (8, f"file:{path}/_delta_log/{8:020d}.json", "empty log file (a torn write)") in errors[
+        "log.versions"
+    ]
+    assert any("lacks part(s) [2] of 2" in d for _, _, d in errors["log.versions"])
+    assert [v for v, _, _ in errors["log.snapshot"]] == [8]
+    assert any("does not match its content" in d for _, _, d in warnings["log.last_checkpoint"])
+    assert "files.statistics" not in {c["check"] for c in report.checks}  # no snapshot to check

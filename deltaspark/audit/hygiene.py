@@ -220,13 +220,14 @@ def log_health(ctx: AuditContext) -> list[Finding]:
             )
             .first()
         )
-        if row is not None and row["expired"]:
+        if row is not None and row["n"]:
+            oldest_days = (ctx.now_ms - int(row["oldest"] or 0)) / DAY_MS
             out.append(
                 Finding(
                     "hygiene.tombstones",
                     "info",
-                    f"{row['expired']} of {row['n']} tombstones are past the retention period "
-                    "(their files can be vacuumed)",
+                    f"{row['n']} tombstones, the oldest {oldest_days:.1f} days old; "
+                    f"{row['expired']} past the retention period (their files can be vacuumed)",
                     snapshot.version,
                     value=float(row["expired"]),
                 )
@@ -273,7 +274,9 @@ def metrics(ctx: AuditContext, findings: DataFrame) -> dict[str, Any]:
         )
         .first()
     )
+    checkpoints = [v for v in complete_checkpoints(ctx.listing) if v <= ctx.snapshot.version]
     out.update(
+        commitsSinceCheckpoint=ctx.snapshot.version - max(checkpoints, default=-1),
         numFiles=int(row["files"] or 0),
         sizeInBytes=int(row["bytes"] or 0),
         numRecords=int(row["records"] or 0),
@@ -285,6 +288,8 @@ def metrics(ctx: AuditContext, findings: DataFrame) -> dict[str, Any]:
         .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("v"))
         .collect()
     }
+    tombstones = per_check.get("hygiene.tombstones")
+    out["expiredTombstones"] = int(tombstones[1]) if tombstones else 0
     orphans_found = per_check.get("hygiene.orphans")
     if orphans_found:
         out.update(orphanFiles=orphans_found[0], orphanBytes=int(orphans_found[1]))
