@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,10 +110,6 @@ class AuditReport:
         return "\n".join(lines)
 
 
-def _as_frame(ctx: AuditContext, result: CheckResult) -> DataFrame:
-    return from_findings(ctx.spark, result) if isinstance(result, list) else result
-
-
 def run_checks(ctx: AuditContext, checks: list[Check], level: str) -> tuple[DataFrame, list[dict[str, Any]]]:
     """Each check evaluated once (its findings persisted); a check that fails becomes an error
     finding of its own with the reason."""
@@ -123,11 +120,16 @@ def run_checks(ctx: AuditContext, checks: list[Check], level: str) -> tuple[Data
             continue
         started = time.time()
         try:
-            frame = ctx.keep(_as_frame(ctx, check.run(ctx)))
-            counts = {
-                r["severity"]: int(r["n"])
-                for r in frame.groupBy("severity").agg(F.count(F.lit(1)).alias("n")).collect()
-            }
+            result = check.run(ctx)
+            if isinstance(result, list):  # made on the driver: counted there, no Spark job
+                frame = from_findings(ctx.spark, result)
+                counts = dict(Counter(f.severity for f in result))
+            else:
+                frame = ctx.keep(result)
+                counts = {
+                    r["severity"]: int(r["n"])
+                    for r in frame.groupBy("severity").agg(F.count(F.lit(1)).alias("n")).collect()
+                }
         except Exception as exc:  # noqa: BLE001 - a check that cannot run is itself a finding
             log.warning("Audit check %s could not run: %s", check.name, exc)
             reason = str(exc).strip().splitlines()[0][:2000] if str(exc).strip() else type(exc).__name__
