@@ -12,6 +12,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from deltaspark.audit.file_tasks import emit_findings
+
 CHECK = "log.checksum"
 
 
@@ -156,38 +158,17 @@ def differences(crc: dict[str, Any], state: dict[str, Any], small: dict[str, Any
 
 def compare_batches(batches: Iterator[Any]) -> Iterator[Any]:
     """`mapInArrow` body: rows `version, path, text, state, small` -> finding rows."""
-    import pyarrow as pa
-
-    names = ["check", "severity", "version", "path", "detail", "value"]
     for batch in batches:
-        out: dict[str, list[Any]] = {n: [] for n in names}
+        out: list[tuple[Any, ...]] = []
         for row in batch.to_pylist():
             try:
                 crc = json.loads(row["text"] or "")
                 if not isinstance(crc, dict):
                     raise ValueError("not a JSON object")
                 problems = differences(crc, json.loads(row["state"]), json.loads(row["small"]))
-                severity = "error"
             except ValueError as exc:
-                problems, severity = [f"unreadable checksum file: {exc}"], "error"
+                problems = [f"unreadable checksum file: {exc}"]
             for problem in problems:
-                info = problem.endswith("not compared")
-                out["check"].append(CHECK)
-                out["severity"].append("info" if info else severity)
-                out["version"].append(row["version"])
-                out["path"].append(row["path"])
-                out["detail"].append(problem)
-                out["value"].append(None)
-        yield pa.RecordBatch.from_pydict(
-            out,
-            schema=pa.schema(
-                [
-                    ("check", pa.string()),
-                    ("severity", pa.string()),
-                    ("version", pa.int64()),
-                    ("path", pa.string()),
-                    ("detail", pa.string()),
-                    ("value", pa.float64()),
-                ]
-            ),
-        )
+                severity = "info" if problem.endswith("not compared") else "error"
+                out.append((CHECK, severity, row["version"], row["path"], problem, None))
+        yield emit_findings(out)

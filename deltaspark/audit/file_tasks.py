@@ -49,7 +49,8 @@ def _filesystems() -> Callable[[str], tuple[Any, str]]:
     return fs_for
 
 
-def _emit(rows: list[tuple[Any, ...]]) -> Any:
+def emit_findings(rows: list[tuple[Any, ...]]) -> Any:
+    """Finding rows `(check, severity, version, path, detail, value)` as one Arrow batch."""
     import pyarrow as pa
 
     columns = list(zip(*rows, strict=True)) if rows else [[] for _ in FINDING_NAMES]
@@ -84,7 +85,7 @@ def stat_batches(check: str, what: str) -> Callable[[Iterator[Any]], Iterator[An
                 elif row["size"] is not None and size != row["size"]:
                     detail = f"{what} is {size} bytes, the log says {row['size']}"
                     out.append((check, "error", row["version"], path, detail, float(size)))
-            yield _emit(out)
+            yield emit_findings(out)
 
     return run
 
@@ -105,7 +106,7 @@ def dv_batches(table_root: str) -> Callable[[Iterator[Any]], Iterator[Any]]:
                     out.append(
                         ("files.deletion_vectors", "error", row["version"], row["path"], problem, None)
                     )
-            yield _emit(out)
+            yield emit_findings(out)
 
     return run
 
@@ -285,7 +286,7 @@ def footer_batches(columns: list[dict[str, Any]]) -> Callable[[Iterator[Any]], I
                                 None,
                             )
                         )
-            yield _emit(out)
+            yield emit_findings(out)
 
     return run
 

@@ -14,7 +14,7 @@ from pyspark import cloudpickle
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from deltaspark.audit import checksum_compare
+from deltaspark.audit import checksum_compare, file_tasks
 from deltaspark.audit.context import AuditContext
 from deltaspark.audit.findings import FINDINGS_SCHEMA, Finding, findings_of, from_findings
 from deltaspark.audit.timeline import SmallState, clean_document, load_checkpoint_snapshot
@@ -26,6 +26,7 @@ from deltaspark.spark_compat import check_python_workers
 from deltaspark.transaction.checksum import FILE_SIZE_BINS
 
 cloudpickle.register_pickle_by_value(checksum_compare)
+cloudpickle.register_pickle_by_value(file_tasks)  # checksum_compare emits with it
 
 KEY = ["path_key", "dv_id"]
 
