@@ -70,7 +70,7 @@ def worker(path: str, level: str, checks: list[str] | None, driver_memory: str) 
     from deltaspark import DeltaTable
 
     start = time.perf_counter()
-    report = DeltaTable.forPath(spark, path).audit(level, checks=checks)
+    report = DeltaTable.forPath(spark, path).audit(level, checks=checks, timed=True)
     seconds = time.perf_counter() - start
     emit(
         {

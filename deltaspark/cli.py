@@ -275,7 +275,7 @@ def cmd_audit(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
 
     checks = args.checks.split(",") if args.checks else None
     report = DeltaTable.forPath(spark, args.path).audit(
-        args.level, args.start_version, args.end_version, checks
+        args.level, args.start_version, args.end_version, checks, timed=args.timed
     )
     if args.findings:
         report.findings.coalesce(1).write.mode("error").json(args.findings)
@@ -458,6 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--limit", type=int, default=20, help="findings to print (text output)")
     audit.add_argument("--findings", metavar="DIR", help="also write every finding as JSON lines to DIR")
     audit.add_argument("--json", action="store_true", help="print the summary as JSON")
+    audit.add_argument("--timed", action="store_true", help="run the checks one by one, each timed")
     audit.set_defaults(func=cmd_audit)
 
     repair = commands.add_parser("repair", help="remove references to missing data or DV files (FSCK)")

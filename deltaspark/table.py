@@ -197,6 +197,7 @@ class DeltaTable:
         startVersion: int | None = None,
         endVersion: int | None = None,
         checks: list[str] | None = None,
+        timed: bool = False,
     ) -> AuditReport:
         """Check the table's health: the log (versions, checkpoints, compactions and checksums against
         the replay, `_last_checkpoint`, in-commit timestamps, protocol vs properties), with
@@ -204,8 +205,12 @@ class DeltaTable:
         and orphans, plus statistics, partition values and hygiene. Log checks cover versions
         `startVersion..endVersion`; file checks the version `endVersion` (default: the latest).
         `checks` keeps the checks whose names start with one of its prefixes (`["log.", "files.exist"]`).
+        The checks are evaluated together (few Spark jobs); `timed=True` runs them one by one and
+        reports each one's seconds in `summary["checks"]` (slower on small tables).
         Returns an `AuditReport`: `findings` (a DataFrame), `summary`, `metrics`, `passed`, `frames`."""
-        return audit_table(self._spark, self._storage, self._path, level, startVersion, endVersion, checks)
+        return audit_table(
+            self._spark, self._storage, self._path, level, startVersion, endVersion, checks, timed
+        )
 
     @eager
     def repair(self, dryRun: bool = True) -> DataFrame:

@@ -434,3 +434,30 @@ def test_torn_files_incomplete_checkpoints_and_a_tampered_hint(spark, healthy, t
     assert [v for v, _, _ in errors["log.snapshot"]] == [8]
     assert any("does not match its content" in d for _, _, d in warnings["log.last_checkpoint"])
     assert "files.statistics" not in {c["check"] for c in report.checks}  # no snapshot to check
+
+
+def test_a_check_failing_while_evaluated_is_named_and_the_others_still_report(
+    spark, healthy, tmp_path, caplog
+):
+    """The checks' findings are evaluated in one action; when it fails (a commit the snapshot does not
+    read has a corrupt line: only the replay from commit 0 reads it, inside Spark tasks), each check
+    is evaluated on its own, the failing ones become `could not run` errors and the rest report."""
+    path = _copy(healthy, tmp_path, "corrupt-line")
+    with open(_log(path) / f"{2:020d}.json", "a") as f:
+        f.write('{"add": {"path": \n')
+    with caplog.at_level("WARNING", logger="deltaspark.audit.report"):
+        together = DeltaTable.forPath(spark, path).audit("quick")
+    assert "evaluated together failed" in caplog.text  # the fallback ran, not a build-time error
+    timed = DeltaTable.forPath(spark, path).audit("quick", timed=True)
+    for report in (together, timed):
+        status = {c["check"]: c["status"] for c in report.checks}
+        failed = {c for c, s in status.items() if s == "failed"}
+        assert failed and failed <= {"log.checkpoint", "log.checksum", "log.compaction"}, status
+        for _, _, detail in _by_check(report, "error")["log.checkpoint"]:
+            assert "could not run" in detail and f"{2:020d}.json" in detail
+        assert status["log.versions"] == status["files.statistics"] == status["hygiene.log"] == "ok"
+        assert report.version == 7 and report.metrics["numFiles"] > 0
+    assert sorted(map(tuple, together.findings.collect())) == sorted(map(tuple, timed.findings.collect()))
+    assert all(c["seconds"] >= 0 for c in timed.checks)
+    together.unpersist()
+    timed.unpersist()

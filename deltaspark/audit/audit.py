@@ -98,9 +98,11 @@ def audit_table(
     startVersion: int | None = None,
     endVersion: int | None = None,
     checks: list[str] | None = None,
+    timed: bool = False,
 ) -> AuditReport:
     """Audit the table at `table_path` (see `DeltaTable.audit`); `checks` keeps only the checks whose
-    names start with one of the given prefixes (e.g. `["log.", "files.exist"]`)."""
+    names start with one of the given prefixes (e.g. `["log.", "files.exist"]`); `timed` evaluates
+    the checks one after another, each one's seconds measured (see `run_checks`)."""
     if level not in LEVELS:
         raise InvalidArgumentError(f"level must be one of {', '.join(LEVELS)}, got {level!r}")
     if checks is not None:
@@ -115,14 +117,14 @@ def audit_table(
     snapshot = ctx.snapshot
     chosen = [c for c in CHECKS if checks is None or any(c.name.startswith(p) for p in checks)]
     chosen = [c for c in chosen if snapshot is not None or c.name not in _NEED_SNAPSHOT]
-    findings, outcomes = run_checks(ctx, chosen, level)
+    outcome = run_checks(ctx, chosen, level, timed)
     report = AuditReport(
         table=ctx.root,
         version=snapshot.version if snapshot is not None else None,
         level=level,
-        findings=findings,
-        checks=outcomes,
-        metrics=hygiene.metrics(ctx, findings),
+        findings=outcome.findings,
+        checks=outcome.checks,
+        metrics=hygiene.metrics(ctx, outcome.totals),
         frames=_frames(ctx),
         _persisted=ctx.persisted,
     )

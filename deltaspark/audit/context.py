@@ -71,24 +71,32 @@ class AuditContext:
 
     @cached_property
     def file_actions(self) -> DataFrame:
-        """The audited version's reconciled adds and tombstones (`Snapshot.fileActions`)."""
-        assert self.snapshot is not None
-        return self.keep(self.snapshot.fileActions())
-
-    @cached_property
-    def live_files(self) -> DataFrame:
-        """The audited version's live `add`s: `path` (canonical), `version`, `add`, `numRecords`,
-        `stats` (parsed, logical names)."""
+        """The audited version's reconciled adds and tombstones (`Snapshot.fileActions`), cached
+        lean: `add` without its `stats` JSON (the bulk of a file list), which is kept parsed as
+        `stats` (logical names) instead."""
         snapshot = self.snapshot
         assert snapshot is not None
-        rows = self.file_actions.where("is_add")
-        stats = snapshot.parsedStats()
+        actions = snapshot.fileActions()
         return self.keep(
-            rows.select(
-                F.col("path_key").alias("path"),
+            actions.select(
                 "version",
-                "add",
-                stats.getField("numRecords").alias("numRecords"),
-                stats.alias("stats"),
+                "is_add",
+                "path_key",
+                "dv_id",
+                F.col("add").dropFields("stats").alias("add"),
+                "remove",
+                F.when(F.col("is_add"), snapshot.parsedStats()).alias("stats"),
             )
+        )
+
+    @property
+    def live_files(self) -> DataFrame:
+        """The audited version's live `add`s: `path` (canonical), `version`, `add` (without its
+        `stats` JSON), `numRecords`, `stats` (parsed, logical names)."""
+        return self.file_actions.where("is_add").select(
+            F.col("path_key").alias("path"),
+            "version",
+            "add",
+            F.col("stats.numRecords").alias("numRecords"),
+            "stats",
         )

@@ -259,8 +259,9 @@ def log_health(ctx: AuditContext) -> list[Finding]:
     return out
 
 
-def metrics(ctx: AuditContext, findings: DataFrame) -> dict[str, Any]:
-    """The table's vital signs for the summary (one job over the files, one over the findings)."""
+def metrics(ctx: AuditContext, totals: dict[str, tuple[int, float]]) -> dict[str, Any]:
+    """The table's vital signs for the summary (one job over the files); `totals`: per finding
+    `check`, the number of findings and the sum of their values."""
     out: dict[str, Any] = {"logFiles": len(ctx.listing), "logBytes": sum(f.size for f in ctx.listing)}
     if ctx.snapshot is None:
         return out
@@ -282,15 +283,9 @@ def metrics(ctx: AuditContext, findings: DataFrame) -> dict[str, Any]:
         numRecords=int(row["records"] or 0),
         deletedRecords=int(row["deleted"] or 0),
     )
-    per_check = {
-        r["check"]: (int(r["n"]), float(r["v"] or 0))
-        for r in findings.groupBy("check")
-        .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("v"))
-        .collect()
-    }
-    tombstones = per_check.get("hygiene.tombstones")
+    tombstones = totals.get("hygiene.tombstones")
     out["expiredTombstones"] = int(tombstones[1]) if tombstones else 0
-    orphans_found = per_check.get("hygiene.orphans")
+    orphans_found = totals.get("hygiene.orphans")
     if orphans_found:
         out.update(orphanFiles=orphans_found[0], orphanBytes=int(orphans_found[1]))
     return out

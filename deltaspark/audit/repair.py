@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deltaspark.audit.context import AuditContext
-from deltaspark.audit.file_checks import data_files_exist, deletion_vectors, live_files
+from deltaspark.audit.file_checks import data_files_exist, deletion_vectors
 from deltaspark.errors import DeltaSparkError
 from deltaspark.operations.write import removes_of
 from deltaspark.transaction.transaction import Transaction
@@ -43,7 +43,8 @@ def missing_references(ctx: AuditContext) -> DataFrame:
         )
     )
     missing = data.join(dvs, "_key", "full_outer")
-    live = live_files(ctx).select(F.col("path").alias("_key"), "add")
+    # The whole `add`, stats included (the audit caches it lean): a remove carries what its add had.
+    live = ctx.snapshot.fileActions().where("is_add").select(F.col("path_key").alias("_key"), "add")
     return live.join(missing, "_key").select(
         F.col("add.path").alias("path"),
         F.coalesce("dataFileMissing", F.lit(False)).alias("dataFileMissing"),

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from deltaspark.audit.context import AuditContext
-from deltaspark.audit.findings import FINDINGS_SCHEMA, Finding, from_findings
+from deltaspark.audit.findings import FINDING_COLUMNS, FINDINGS_SCHEMA, Finding, from_findings
 
 log = logging.getLogger(__name__)
 
@@ -110,48 +110,125 @@ class AuditReport:
         return "\n".join(lines)
 
 
-def run_checks(ctx: AuditContext, checks: list[Check], level: str) -> tuple[DataFrame, list[dict[str, Any]]]:
-    """Each check evaluated once (its findings persisted); a check that fails becomes an error
-    finding of its own with the reason."""
-    frames: list[DataFrame] = []
-    outcomes: list[dict[str, Any]] = []
-    for check in checks:
-        if check.full_only and level != "full":
+@dataclass
+class CheckOutcome:
+    """What `run_checks` learned: the findings (persisted), each check's counts and, per finding
+    `check` name, how many findings there are and the sum of their `value`s (for the metrics)."""
+
+    findings: DataFrame
+    checks: list[dict[str, Any]]
+    totals: dict[str, tuple[int, float]]
+
+
+def run_checks(ctx: AuditContext, checks: list[Check], level: str, timed: bool = False) -> CheckOutcome:
+    """Each check's findings, counted; a check that fails becomes an error finding of its own with
+    the reason, and the other checks still run.
+
+    The checks' lazy findings are evaluated together, in one Spark job (on a small table most of
+    an audit is job latency); if that job fails, or with `timed=True`, each is evaluated on its own
+    (a job per check, each check's seconds measured)."""
+    chosen = [c for c in checks if level == "full" or not c.full_only]
+    results: list[CheckResult] = []
+    seconds: list[float] = []
+    for check in chosen:
+        started = time.time()
+        try:
+            results.append(check.run(ctx))
+        except Exception as exc:  # noqa: BLE001 - a check that cannot run is itself a finding
+            results.append([_could_not_run(check, exc)])
+        seconds.append(time.time() - started)
+    lazy = [i for i, result in enumerate(results) if not isinstance(result, list)]
+    counted: dict[int, list[tuple[str, str, int, float]]] = {}
+    together = None
+    if lazy and not timed:
+        together, counted = _evaluate_together(ctx, [(i, results[i]) for i in lazy])
+    for i in lazy:
+        if i in counted or together is not None:
+            counted.setdefault(i, [])
             continue
         started = time.time()
         try:
-            result = check.run(ctx)
-            if isinstance(result, list):  # made on the driver: counted there, no Spark job
-                frame = from_findings(ctx.spark, result)
-                counts = dict(Counter(f.severity for f in result))
-            else:
-                frame = ctx.keep(result)
-                counts = {
-                    r["severity"]: int(r["n"])
-                    for r in frame.groupBy("severity").agg(F.count(F.lit(1)).alias("n")).collect()
-                }
+            frame = ctx.keep(results[i])
+            counted[i] = _counts(frame)
+            results[i] = frame
         except Exception as exc:  # noqa: BLE001 - a check that cannot run is itself a finding
-            log.warning("Audit check %s could not run: %s", check.name, exc)
-            reason = str(exc).strip().splitlines()[0][:2000] if str(exc).strip() else type(exc).__name__
-            frame = from_findings(
-                ctx.spark, [Finding(check.name, "error", f"the check could not run: {reason}")]
-            )
-            counts = {"error": 1}
-        frames.append(frame)
-        status = "failed" if counts.get("error") else "warning" if counts.get("warning") else "ok"
+            results[i] = [_could_not_run(chosen[i], exc)]
+        seconds[i] += time.time() - started
+    frames: list[DataFrame] = [] if together is None else [together]
+    outcomes: list[dict[str, Any]] = []
+    totals: dict[str, tuple[int, float]] = {}
+    for i, check in enumerate(chosen):
+        result = results[i]
+        if isinstance(result, list):  # made on the driver: counted there, no Spark job
+            rows = [(f.check, f.severity, 1, f.value or 0.0) for f in result]
+            if result:
+                frames.append(from_findings(ctx.spark, result))
+        else:
+            rows = counted[i]
+            if together is None:
+                frames.append(result)
+        severities: Counter[str] = Counter()
+        for name, severity, n, value in rows:
+            severities[severity] += n
+            count, total = totals.get(name, (0, 0.0))
+            totals[name] = (count + n, total + value)
+        status = "failed" if severities["error"] else "warning" if severities["warning"] else "ok"
         outcomes.append(
             {
                 "check": check.name,
                 "category": check.category,
                 "status": status,
-                "errors": counts.get("error", 0),
-                "warnings": counts.get("warning", 0),
-                "infos": counts.get("info", 0),
-                "seconds": round(time.time() - started, 2),
+                "errors": severities["error"],
+                "warnings": severities["warning"],
+                "infos": severities["info"],
+                "seconds": round(seconds[i], 2),
             }
         )
-        log.info("Audit check %s: %s (%s) in %.1f s", check.name, status, counts, time.time() - started)
+        log.info("Audit check %s: %s (%s)", check.name, status, dict(severities))
     findings = frames[0] if frames else ctx.spark.createDataFrame([], FINDINGS_SCHEMA)
     for frame in frames[1:]:
         findings = findings.unionByName(frame)
-    return findings, outcomes
+    return CheckOutcome(findings, outcomes, totals)
+
+
+def _evaluate_together(
+    ctx: AuditContext, frames: list[tuple[int, DataFrame]]
+) -> tuple[DataFrame | None, dict[int, list[tuple[str, str, int, float]]]]:
+    """The lazy findings as one persisted DataFrame, counted per check in one job; `(None, {})`
+    when that job fails (the caller then finds which check failed, one by one)."""
+    tagged = [frame.select(F.lit(i).alias("_check_index"), *FINDING_COLUMNS) for i, frame in frames]
+    union = tagged[0]
+    for frame in tagged[1:]:
+        union = union.unionByName(frame)
+    kept = ctx.keep(union.coalesce(int(ctx.spark.conf.get("spark.sql.shuffle.partitions", "200"))))
+    try:
+        rows = (
+            kept.groupBy("_check_index", "check", "severity")
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("v"))
+            .collect()
+        )
+    except Exception as exc:  # noqa: BLE001 - evaluated one by one next
+        log.warning("Audit checks evaluated together failed (%s); evaluating each on its own", exc)
+        kept.unpersist()
+        return None, {}
+    counted: dict[int, list[tuple[str, str, int, float]]] = {}
+    for r in rows:
+        counted.setdefault(r["_check_index"], []).append(
+            (r["check"], r["severity"], int(r["n"]), float(r["v"] or 0.0))
+        )
+    return kept.drop("_check_index"), counted
+
+
+def _counts(frame: DataFrame) -> list[tuple[str, str, int, float]]:
+    return [
+        (r["check"], r["severity"], int(r["n"]), float(r["v"] or 0.0))
+        for r in frame.groupBy("check", "severity")
+        .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("v"))
+        .collect()
+    ]
+
+
+def _could_not_run(check: Check, exc: Exception) -> Finding:
+    log.warning("Audit check %s could not run: %s", check.name, exc)
+    reason = str(exc).strip().splitlines()[0][:2000] if str(exc).strip() else type(exc).__name__
+    return Finding(check.name, "error", f"the check could not run: {reason}")
