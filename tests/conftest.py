@@ -23,11 +23,13 @@ CONNECT = os.environ.get("DELTASPARK_TEST_CONNECT") == "1"
 def pytest_collection_modifyitems(config, items):
     from deltaspark.spark_compat import PYSPARK_VERSION
 
-    if PYSPARK_VERSION < (4, 0):  # CI runs the suite on 4.x and on 3.5: these once, on 4.x
-        reason = "newest_spark_only: version-independent, runs in the pyspark 4.x suite (CI runs both)"
-        for item in items:
-            if item.get_closest_marker("newest_spark_only"):
-                item.add_marker(pytest.mark.skip(reason=reason))
+    # CI runs the suite on pyspark 4.x and on 3.5; a version-independent check runs in one of them.
+    suite = "4.x" if PYSPARK_VERSION >= (4, 0) else "3.5"
+    for item in items:
+        marker = item.get_closest_marker("one_suite")
+        if marker is not None and marker.args[0] != suite:
+            reason = f"one_suite: version-independent, run in the pyspark {marker.args[0]} suite"
+            item.add_marker(pytest.mark.skip(reason=reason))
     if CONNECT:
         keep = [item for item in items if item.get_closest_marker("connect")]
         config.hook.pytest_deselected(items=[item for item in items if item not in keep])

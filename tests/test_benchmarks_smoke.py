@@ -53,6 +53,7 @@ def _column(table, name: str) -> list:
     return pa.table(table).column(name).to_pylist()
 
 
+@pytest.mark.one_suite("4.x")  # the runner in a process of its own; the logs are read on both suites
 def test_runner_smoke(tmp_path):
     out = tmp_path / "results.json"
     command = [

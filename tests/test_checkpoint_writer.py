@@ -24,7 +24,7 @@ from deltaspark import DeltaTable, UnsupportedFeatureError
 from deltaspark.errors import UnsupportedSessionError, UnsupportedWriterFeatureError
 from deltaspark.log.json_checksum import checksum_of_text
 from deltaspark.maintenance.checkpoint_writer import write_checkpoint
-from deltaspark.spark_compat import is_connect
+from deltaspark.spark_compat import PYSPARK_VERSION, is_connect
 from tests.conftest import REPO
 from tests.log_builder import LogBuilder, add, commit_info, domain, dv, metadata, protocol, remove, txn
 from tests.reference_replay import dv_id, replay
@@ -768,6 +768,35 @@ def _recheckpoint(spark, conformance: Path, workdir: Path, name: str) -> list[st
     return problems
 
 
+# On the pyspark 3.5 suite (CI runs 4.x and 3.5) one table per feature is re-checkpointed; the 4.x
+# suite does every table. The checkpoint writer's Spark-version-dependent parts (the parquet schema,
+# stats_parsed, partitionValues_parsed, sidecars) are all among these.
+SWEEP_ON_SPARK_35 = {
+    "app-txn-checkpoint",
+    "basic-dv-with-checkpoint",
+    "basic_partitioned",
+    "cdf-column-mapping-name-mode",
+    "cdf-table-with-cdc-and-dvs",
+    "column-mapping-id",
+    "compacted-log-files-table",
+    "crc-full",
+    "data-reader-primitives-column-mapping-name",
+    "external-table-different-nullability",
+    "mixed-nulls",
+    "parsed-stats",
+    "partitioned_with_materialize_feature",
+    "timestamp-partitioned-table",
+    "timestamp-truncation-stats",
+    "type-widening",
+    "v1-multi-part-partitioned-struct-stats-only",
+    "v2-checkpoints-json-with-sidecars",
+    "v2-checkpoints-parquet-with-sidecars",
+    "void-column",
+    "with-short-dv",
+}
+SWEEP = [n for n in TABLES if PYSPARK_VERSION >= (4, 0) or n in SWEEP_ON_SPARK_35]
+
+
 @pytest.fixture(scope="module")
 def recheckpointed(spark, conformance, tmp_path_factory) -> dict:
     """Every conformance table re-checkpointed, by four worker threads: name -> problems."""
@@ -782,7 +811,7 @@ def recheckpointed(spark, conformance, tmp_path_factory) -> dict:
         except Exception as exc:  # reported by the table's own test
             outcomes[name] = [f"{type(exc).__name__}: {exc}"]
 
-    biggest_first = sorted(TABLES, key=lambda n: not n.startswith("300k"))
+    biggest_first = sorted(SWEEP, key=lambda n: not n.startswith("300k"))
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(run, biggest_first))
     return outcomes
@@ -790,4 +819,6 @@ def recheckpointed(spark, conformance, tmp_path_factory) -> dict:
 
 @pytest.mark.parametrize("name", TABLES)
 def test_recheckpointing_a_conformance_table_gives_the_same_snapshot(recheckpointed, name):
+    if name not in SWEEP:
+        pytest.skip("the pyspark 3.5 suite re-checkpoints one table per feature; the 4.x suite all")
     assert recheckpointed[name] == []

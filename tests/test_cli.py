@@ -74,6 +74,7 @@ def test_demo_in_process(spark, tmp_path, capsys):
     assert "4 file(s) at version 1" in out and "Transactions: {'demo-stream': 7}" in out
 
 
+@pytest.mark.one_suite("4.x")  # the entry point; the demo itself runs in process on both suites
 def test_console_script_runs_the_demo_end_to_end(tmp_path):
     exe = shutil.which("deltaspark", path=os.path.dirname(sys.executable)) or shutil.which("deltaspark")
     assert exe, "the `deltaspark` console script is not installed"

@@ -49,6 +49,9 @@ def _commits(table: Path) -> dict[int, list[dict]]:
     return out
 
 
+# Three processes racing on the file system (each a Spark session of its own, ~2 minutes): run in the
+# 4.x suite; the conflict rules themselves run in process on both suites (tests/test_transactions.py).
+@pytest.mark.one_suite("4.x")
 def test_processes_committing_at_once(spark, tmp_path):
     table = tmp_path / "t"
     write(

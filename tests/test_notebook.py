@@ -47,7 +47,7 @@ def images(outputs: list) -> int:
     return sum("image/png" in o.get("data", {}) for o in outputs)
 
 
-@pytest.mark.newest_spark_only
+@pytest.mark.one_suite("4.x")
 def test_quickstart_on_the_demo_table(tmp_path):
     text, outputs = run(tmp_path, None)
     assert "version 3" in text and "148 rows" in text
@@ -57,7 +57,7 @@ def test_quickstart_on_the_demo_table(tmp_path):
     assert images(outputs) == 1  # rendered inline, saved with the notebook
 
 
-@pytest.mark.newest_spark_only
+@pytest.mark.one_suite("4.x")
 @pytest.mark.parametrize(
     ("name", "facts"),
     [("data-reader-partition-values-column-mapping-name", ["column mapping name", "files scanned"])],
@@ -78,7 +78,7 @@ def test_quickstart_is_committed_with_its_outputs():
     assert images([o for c in code for o in c.outputs]) == 1
 
 
-@pytest.mark.newest_spark_only
+@pytest.mark.one_suite("4.x")
 def test_audit_notebook_finds_the_damage_it_makes(tmp_path):
     text, outputs = run(tmp_path, None, AUDIT_NOTEBOOK)
     assert "FAILED" in text and "files.exist" in text and "data file does not exist" in text

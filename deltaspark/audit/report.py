@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from deltaspark.audit.context import AuditContext
 from deltaspark.audit.findings import FINDING_COLUMNS, FINDINGS_SCHEMA, Finding, from_findings
+from deltaspark.spark_errors import translate
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ def run_checks(ctx: AuditContext, checks: list[Check], level: str, timed: bool =
         try:
             results.append(check.run(ctx))
         except Exception as exc:  # noqa: BLE001 - a check that cannot run is itself a finding
-            results.append([_could_not_run(check, exc)])
+            results.append([_could_not_run(ctx, check, exc)])
         seconds.append(time.time() - started)
     lazy = [i for i, result in enumerate(results) if not isinstance(result, list)]
     counted: dict[int, list[tuple[str, str, int, float]]] = {}
@@ -152,7 +153,7 @@ def run_checks(ctx: AuditContext, checks: list[Check], level: str, timed: bool =
             counted[i] = _counts(frame)
             results[i] = frame
         except Exception as exc:  # noqa: BLE001 - a check that cannot run is itself a finding
-            results[i] = [_could_not_run(chosen[i], exc)]
+            results[i] = [_could_not_run(ctx, chosen[i], exc)]
         seconds[i] += time.time() - started
     frames: list[DataFrame] = [] if together is None else [together]
     outcomes: list[dict[str, Any]] = []
@@ -228,7 +229,11 @@ def _counts(frame: DataFrame) -> list[tuple[str, str, int, float]]:
     ]
 
 
-def _could_not_run(check: Check, exc: Exception) -> Finding:
+def _could_not_run(ctx: AuditContext, check: Check, exc: Exception) -> Finding:
+    """The error finding of a check that failed, with deltaspark's reason when it has one (on Spark
+    3.5 a task failure's own first line is only "An error occurred while calling ...")."""
     log.warning("Audit check %s could not run: %s", check.name, exc)
-    reason = str(exc).strip().splitlines()[0][:2000] if str(exc).strip() else type(exc).__name__
+    named = translate(exc, ctx.spark)
+    text = str(named if named is not None else exc).strip()
+    reason = text.splitlines()[0][:2000] if text else type(exc).__name__
     return Finding(check.name, "error", f"the check could not run: {reason}")
