@@ -139,22 +139,22 @@ def run_checks(ctx: AuditContext, checks: list[Check], level: str, timed: bool =
             results.append([_could_not_run(ctx, check, exc)])
         seconds.append(time.time() - started)
     lazy = [i for i, result in enumerate(results) if not isinstance(result, list)]
-    counted: dict[int, list[tuple[str, str, int, float]]] = {}
-    together = None
-    if lazy and not timed:
-        together, counted = _evaluate_together(ctx, [(i, results[i]) for i in lazy])
-    for i in lazy:
-        if i in counted or together is not None:
-            counted.setdefault(i, [])
-            continue
-        started = time.time()
-        try:
-            frame = ctx.keep(results[i])
-            counted[i] = _counts(frame)
-            results[i] = frame
-        except Exception as exc:  # noqa: BLE001 - a check that cannot run is itself a finding
-            results[i] = [_could_not_run(ctx, chosen[i], exc)]
-        seconds[i] += time.time() - started
+    together, rows = (
+        _evaluate_together(ctx, [(i, results[i]) for i in lazy]) if lazy and not timed else (None, [])
+    )
+    counted: dict[int, list[tuple[str, str, int, float]]] = {i: [] for i in lazy}
+    for r in rows:
+        counted[r[0]].append(r[1:])
+    if together is None:
+        for i in lazy:
+            started = time.time()
+            try:
+                frame = ctx.keep(results[i])
+                counted[i] = _counts(frame)
+                results[i] = frame
+            except Exception as exc:  # noqa: BLE001 - a check that cannot run is itself a finding
+                results[i] = [_could_not_run(ctx, chosen[i], exc)]
+            seconds[i] += time.time() - started
     frames: list[DataFrame] = [] if together is None else [together]
     outcomes: list[dict[str, Any]] = []
     totals: dict[str, tuple[int, float]] = {}
@@ -194,36 +194,28 @@ def run_checks(ctx: AuditContext, checks: list[Check], level: str, timed: bool =
 
 def _evaluate_together(
     ctx: AuditContext, frames: list[tuple[int, DataFrame]]
-) -> tuple[DataFrame | None, dict[int, list[tuple[str, str, int, float]]]]:
-    """The lazy findings as one persisted DataFrame, counted per check in one job; `(None, {})`
-    when that job fails (the caller then finds which check failed, one by one)."""
+) -> tuple[DataFrame | None, list[tuple[Any, ...]]]:
+    """The lazy findings as one persisted DataFrame and their `_counts` per check index, from one
+    job; `(None, [])` when that job fails (the caller then finds which check failed, one by one)."""
     tagged = [frame.select(F.lit(i).alias("_check_index"), *FINDING_COLUMNS) for i, frame in frames]
     union = tagged[0]
     for frame in tagged[1:]:
         union = union.unionByName(frame)
     kept = ctx.keep(union.coalesce(int(ctx.spark.conf.get("spark.sql.shuffle.partitions", "200"))))
     try:
-        rows = (
-            kept.groupBy("_check_index", "check", "severity")
-            .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("v"))
-            .collect()
-        )
+        rows = _counts(kept, "_check_index")
     except Exception as exc:  # noqa: BLE001 - evaluated one by one next
         log.warning("Audit checks evaluated together failed (%s); evaluating each on its own", exc)
         kept.unpersist()
-        return None, {}
-    counted: dict[int, list[tuple[str, str, int, float]]] = {}
-    for r in rows:
-        counted.setdefault(r["_check_index"], []).append(
-            (r["check"], r["severity"], int(r["n"]), float(r["v"] or 0.0))
-        )
-    return kept.drop("_check_index"), counted
+        return None, []
+    return kept.drop("_check_index"), rows
 
 
-def _counts(frame: DataFrame) -> list[tuple[str, str, int, float]]:
+def _counts(frame: DataFrame, *keys: str) -> list[tuple[Any, ...]]:
+    """(`*keys`, check, severity, number of findings, sum of their values) per group of `frame`."""
     return [
-        (r["check"], r["severity"], int(r["n"]), float(r["v"] or 0.0))
-        for r in frame.groupBy("check", "severity")
+        (*(r[k] for k in keys), r["check"], r["severity"], int(r["n"]), float(r["v"] or 0.0))
+        for r in frame.groupBy(*keys, "check", "severity")
         .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("v"))
         .collect()
     ]
