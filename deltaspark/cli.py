@@ -1,4 +1,4 @@
-"""`deltaspark` command line: describe, files, history, checkpoint, cleanup, audit, repair and a demo.
+"""`deltaspark` command line: describe, files, history, checkpoint, cleanup, vacuum, audit, repair and a demo.
 
 Runs on an embedded local Spark by default; `--master` points at a cluster, `--remote` at a
 Spark Connect server. Output is human-readable tables, or JSON with `--json`.
@@ -270,6 +270,43 @@ def cmd_cleanup(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     return 0
 
 
+def cmd_vacuum(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from pyspark.sql import functions as F
+
+    from deltaspark.table import DeltaTable
+
+    if args.no_retention_check:
+        spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    inventory = spark.table(args.inventory) if args.inventory else None
+    dry_run = not args.delete
+    frame = DeltaTable.forPath(spark, args.path).vacuum(args.retain_hours, dry_run, args.lite, inventory)
+    totals = frame.agg(
+        F.count(F.lit(1)).alias("entries"),
+        F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
+        F.sum(F.col("isDir").cast("int")).alias("directories"),
+        *([] if dry_run else [F.sum(F.col("deleted").cast("int")).alias("deleted")]),
+    ).first()
+    facts = totals.asDict() if totals is not None else {}
+    rows = [r.asDict() for r in frame.orderBy("path").limit(args.limit).collect()]
+    if args.json:
+        print(json.dumps({"dryRun": dry_run, **facts, "first": rows}, default=str, indent=2))
+        return 0
+    entries, directories = facts.get("entries") or 0, facts.get("directories") or 0
+    summary = (
+        f"{entries - directories} file(s) ({facts.get('bytes') or 0} bytes) and {directories} directory(ies)"
+    )
+    if dry_run:
+        print(f"Would delete {summary} (dry run; --delete to delete them)")
+    else:
+        print(f"Deleted {facts.get('deleted') or 0} of {summary}")
+    for row in rows:
+        state = "" if dry_run else ("  deleted" if row["deleted"] else f"  NOT deleted: {row['error']}")
+        print(f"  {row['path']}  ({row['reason']}){state}")
+    if entries > len(rows):
+        print(f"  ... {entries - len(rows)} more (--limit)")
+    return 0
+
+
 def cmd_audit(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
@@ -448,6 +485,21 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
     cleanup.add_argument("--json", action="store_true")
     cleanup.set_defaults(func=cmd_cleanup)
+
+    vac = commands.add_parser("vacuum", help="delete data files no version within retention needs (dry run)")
+    vac.add_argument("path")
+    vac.add_argument("--delete", action="store_true", help="delete them (default: dry run, only list)")
+    vac.add_argument(
+        "--retain-hours", type=float, help="retention (default: delta.deletedFileRetentionDuration)"
+    )
+    vac.add_argument(
+        "--no-retention-check", action="store_true", help="allow a retention shorter than the table's"
+    )
+    vac.add_argument("--lite", action="store_true", help="candidates from the log instead of a listing")
+    vac.add_argument("--inventory", metavar="TABLE", help="a table of path, length, isDir, modificationTime")
+    vac.add_argument("--limit", type=int, default=20, help="paths to print")
+    vac.add_argument("--json", action="store_true")
+    vac.set_defaults(func=cmd_vacuum)
 
     audit = commands.add_parser("audit", help="check the log, the files and the table's hygiene")
     audit.add_argument("path")

@@ -234,3 +234,15 @@ class InvariantViolationError(DeltaSparkError):
 
 class AppendOnlyTableError(DeltaSparkError):
     """The table is append-only (`delta.appendOnly`): files may be added, never removed."""
+
+
+class VacuumRetentionError(InvalidArgumentError):
+    """A vacuum asked for a retention shorter than the table's (or a negative one)."""
+
+
+class VacuumLiteError(DeltaSparkError):
+    """VACUUM LITE cannot see every file a full vacuum would delete (the log was cleaned up)."""
+
+
+class InvalidInventoryError(InvalidArgumentError):
+    """A vacuum inventory without the columns `path, length, isDir, modificationTime`."""

@@ -30,6 +30,7 @@ from deltaspark.maintenance.checkpoint_writer import (
 )
 from deltaspark.maintenance.log_cleanup import LogCleanupResult, cleanup_log
 from deltaspark.maintenance.post_commit import checkpoint_if_due
+from deltaspark.maintenance.vacuum import vacuum
 from deltaspark.operations import table_changes
 from deltaspark.operations.convert import convert, parse_identifier
 from deltaspark.operations.delete import delete as delete_rows
@@ -189,6 +190,21 @@ class DeltaTable:
         """Metadata cleanup: delete log files older than `delta.logRetentionDuration` that no retained
         version needs; with `dryRun` (the default) only list them."""
         return cleanup_log(self._storage, self._path, dryRun)
+
+    @eager
+    def vacuum(
+        self,
+        retentionHours: float | None = None,
+        dryRun: bool = False,
+        lite: bool = False,
+        inventory: DataFrame | str | None = None,
+    ) -> DataFrame:
+        """VACUUM: delete files no version within the retention period needs (delta-spark's rules;
+        see `deltaspark.maintenance.vacuum`). Returns what it deletes - or, with `dryRun`, would
+        delete - as a DataFrame `path, size, modificationTime, isDir, reason` (+ `deleted`,
+        `error`). `lite` takes the candidates from the log instead of a listing; `inventory` (a
+        DataFrame or table name with `path, length, isDir, modificationTime`) replaces the listing."""
+        return vacuum(self._spark, self._storage, self._path, retentionHours, dryRun, lite, inventory)
 
     @eager
     def audit(

@@ -289,21 +289,3 @@ def footer_batches(columns: list[dict[str, Any]]) -> Callable[[Iterator[Any]], I
             yield emit_findings(out)
 
     return run
-
-
-def dv_file_batches(batches: Iterator[Any]) -> Iterator[Any]:
-    """`mapInArrow` body: rows `storageType, pathOrInlineDv` -> `path`, where an on-disk DV lives
-    (relative to the table root for `u`, as logged for `p`), for the orphan check."""
-    import pyarrow as pa
-
-    for batch in batches:
-        paths = []
-        for row in batch.to_pylist():
-            try:
-                if row["storageType"] == "u":
-                    paths.append(dv_codec.uuid_relative_path(row["pathOrInlineDv"]))
-                elif row["storageType"] == "p":
-                    paths.append(row["pathOrInlineDv"])
-            except Exception:  # noqa: BLE001, S112 - an undecodable id is reported by the DV check
-                continue
-        yield pa.RecordBatch.from_arrays([pa.array(paths, pa.string())], names=["path"])

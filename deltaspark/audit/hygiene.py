@@ -12,10 +12,10 @@ from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from deltaspark.audit import file_tasks
 from deltaspark.audit.context import AuditContext
 from deltaspark.audit.file_checks import live_files
 from deltaspark.audit.findings import Finding, findings_of, from_findings
+from deltaspark.features import dv_codec
 from deltaspark.features.durations import DEFAULT_DELETED_FILE_RETENTION, parse_interval_ms
 from deltaspark.log.files import LogFileKind
 from deltaspark.log.paths import canonical_path
@@ -23,7 +23,7 @@ from deltaspark.log.replay import read_json_actions
 from deltaspark.log.segment import complete_checkpoints
 from deltaspark.spark_compat import check_python_workers
 
-cloudpickle.register_pickle_by_value(file_tasks)
+cloudpickle.register_pickle_by_value(dv_codec)
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 DAY_MS = 86_400_000
@@ -52,7 +52,7 @@ def referenced_files(ctx: AuditContext) -> DataFrame:
         .distinct()
     )
     check_python_workers(ctx.spark)
-    dv_files = ids.mapInArrow(file_tasks.dv_file_batches, "path string").select(
+    dv_files = ids.mapInArrow(dv_codec.dv_path_batches(strict=False), "path string").select(
         canonical_path(F.col("path"), ctx.root).alias("path")
     )
     frames = [data, dv_files]

@@ -88,6 +88,43 @@ def uuid_relative_path(path_or_inline_dv: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
+def dv_path_batches(strict: bool, keep: tuple[str, ...] = ()):  # noqa: ANN201 - a mapInArrow function
+    """`mapInArrow` body: rows `storageType, pathOrInlineDv` (+ `keep` columns) -> `path` (+ `keep`),
+    where an on-disk DV lives (relative to the table root for `u`, as logged for `p`; inline DVs
+    have none). An id that does not decode fails the task when `strict` (vacuum must know every
+    DV file it keeps), and is passed over otherwise (the audit's DV check reports it)."""
+
+    def paths(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for batch in batches:
+            names = ["path", *keep]
+            out: dict[str, list[Any]] = {name: [] for name in names}
+            for row in batch.to_pylist():
+                try:
+                    if row["storageType"] == "u":
+                        path = uuid_relative_path(row["pathOrInlineDv"])
+                    elif row["storageType"] == "p":
+                        path = row["pathOrInlineDv"]
+                    else:
+                        continue
+                except Exception as exc:
+                    if strict:
+                        name = describe(row["storageType"], row["pathOrInlineDv"], None)
+                        raise DeletionVectorError(
+                            f"deltaspark: deletion vector {name}: its file cannot be located ({exc})"
+                        ) from None
+                    continue
+                out["path"].append(path)
+                for name in keep:
+                    out[name].append(row[name])
+            arrays = [pa.array(out["path"], pa.string())]
+            arrays += [pa.array(out[name], batch.schema.field(name).type) for name in keep]
+            yield pa.RecordBatch.from_arrays(arrays, names=names)
+
+    return paths
+
+
 def unframe(blob: bytes, size_in_bytes: int, where: str) -> bytes:
     """The bitmap bytes from an on-disk DV record (`dataSize | data | crc`), checking size and CRC-32."""
     if len(blob) < size_in_bytes + 8:

@@ -160,3 +160,18 @@ def first_version_at_or_after(
             f"{_fmt(every[latest])})"
         )
     return min(eligible)
+
+
+def latest_version_at_or_before(
+    spark: SparkSession,
+    commits: Sequence[LogFile],
+    ict: InCommitTimestamps,
+    timestamp_ms: int,
+) -> int | None:
+    """The latest version committed at or before `timestamp_ms` (the latest version when the
+    timestamp is after every commit); None when every commit is newer or there is none."""
+    if not any(c.kind is LogFileKind.COMMIT for c in commits):
+        return None
+    _, candidates = _candidate_times(spark, commits, ict, timestamp_ms)
+    eligible = [v for v, t in candidates.items() if t <= timestamp_ms]
+    return max(eligible) if eligible else None

@@ -8,7 +8,8 @@ script / Databricks Python wheel task entry point, or call `main(argv, spark=spa
 
 For each table: when it has at least `delta.checkpointInterval` (default 10) commits since its last
 checkpoint, write a checkpoint of its latest version (a distributed write); then clean up its log
-(files older than `delta.logRetentionDuration`, default 30 days, that no retained version needs).
+(files older than `delta.logRetentionDuration`, default 30 days, that no retained version needs);
+with `--vacuum` (or `--vacuum-lite`), vacuum it (`deltaspark.maintenance.vacuum`).
 One failing table does not stop the others. A summary table is printed and a JSON summary written
 (`--output`, a local path or any Hadoop path such as s3a://...). The exit code is 1 if any table
 failed. Only the driver needs deltaspark installed: executors run plain DataFrame operations.
@@ -23,8 +24,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from pyspark.sql import functions as F
+
 from deltaspark.maintenance.checkpoint_writer import protected_before_version, write_checkpoint
 from deltaspark.maintenance.log_cleanup import cleanup_log
+from deltaspark.maintenance.vacuum import vacuum
 from deltaspark.snapshot import load_version
 from deltaspark.storage import HadoopStorage, storage_for
 
@@ -56,19 +60,30 @@ def maintain_table(spark, path: str, args: argparse.Namespace) -> dict[str, Any]
         "checkpointInterval": interval,
         "checkpoint": None,
         "cleanup": None,
+        "vacuum": None,
     }
     if since >= interval:
         result = write_checkpoint(snapshot, args.actions_per_part, None, protected_before_version(snapshot))
         facts["checkpoint"] = result.asDict()
     if not args.no_cleanup:
         facts["cleanup"] = cleanup_log(storage, path, dry_run=args.dry_run_cleanup).asDict()
+    if args.vacuum or args.vacuum_lite:
+        outcome = vacuum(spark, storage, path, args.vacuum_retain_hours, lite=args.vacuum_lite)
+        totals = outcome.agg(
+            F.count(F.lit(1)).alias("candidates"),
+            F.sum(F.col("deleted").cast("int")).alias("deleted"),
+            F.sum(F.when(F.col("deleted"), F.col("size"))).alias("deletedBytes"),
+        ).first()
+        facts["vacuum"] = {k: int(v or 0) for k, v in totals.asDict().items()}
     facts["seconds"] = round(time.time() - started, 2)
     return facts
 
 
 def _print_summary(results: list[dict[str, Any]]) -> None:
     width = max(len("table"), *(len(r["path"]) for r in results))
-    print(f"{'table'.ljust(width)}  status   version  since  checkpoint              cleaned  seconds")
+    print(
+        f"{'table'.ljust(width)}  status   version  since  checkpoint              cleaned  vacuumed  seconds"
+    )
     for r in results:
         if r["status"] != "ok":
             print(f"{r['path'].ljust(width)}  FAILED   {r['error'].splitlines()[0]}")
@@ -77,9 +92,10 @@ def _print_summary(results: list[dict[str, Any]]) -> None:
         written = f"{cp['kind']} @{cp['version']} ({cp['numOfAddFiles']} files)" if cp else "not due"
         cleanup = r["cleanup"]
         cleaned = "-" if cleanup is None else str(cleanup["numFiles"])
+        vacuumed = "-" if r.get("vacuum") is None else str(r["vacuum"]["deleted"])
         print(
             f"{r['path'].ljust(width)}  ok       {r['version']:>7}  {r['commitsSinceCheckpoint']:>5}  "
-            f"{written:<22}  {cleaned:>7}  {r['seconds']:>7}"
+            f"{written:<22}  {cleaned:>7}  {vacuumed:>8}  {r['seconds']:>7}"
         )
     failed = sum(r["status"] != "ok" for r in results)
     print(f"{len(results)} table(s): {len(results) - failed} ok, {failed} failed")
@@ -107,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--actions-per-part", type=int, help="file actions per checkpoint part or sidecar")
     parser.add_argument("--no-cleanup", action="store_true", help="only checkpoint; keep every log file")
     parser.add_argument("--dry-run-cleanup", action="store_true", help="list expired log files, delete none")
+    parser.add_argument(
+        "--vacuum", action="store_true", help="then vacuum each table (deletes data files past retention)"
+    )
+    parser.add_argument("--vacuum-lite", action="store_true", help="vacuum LITE: candidates from the log")
+    parser.add_argument("--vacuum-retain-hours", type=float, help="vacuum retention (default: the table's)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what deltaspark does")
     return parser
 

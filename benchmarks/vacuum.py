@@ -1,0 +1,170 @@
+"""Vacuum benchmark: a dry run and a delete over a generated table with a placeholder for every data
+file it ever had, deltaspark and delta-rs side by side, each in its own monitored process.
+
+    .venv/bin/python -m benchmarks.vacuum --files 1000000 --out benchmarks/results/x.json
+
+The generated log's tombstones carry the generation time as `deletionTimestamp`, so both engines
+vacuum with a zero retention (deltaspark: the retention check off; delta-rs:
+`enforce_retention_duration=False`, `full=True`). Every removed file has a placeholder on disk,
+so each delete run deletes them all; they are re-created before the other engine's delete. The
+engines agree on the candidates (delta-rs's list is compared with deltaspark's). Nothing here
+runs in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.generate import LogSpec, file_paths, file_sizes, generate, plan_batches
+from benchmarks.procmon import emit, run_monitored
+
+
+def placeholders(root: Path, spec: LogSpec, removed_only: bool = False) -> int:
+    """A sparse placeholder of its logged size for every data file the log ever added (or only the
+    removed ones)."""
+    import numpy as np
+
+    batches, tombstones = plan_batches(spec)
+    removed = [np.arange(0, tombstones, dtype=np.int64)]
+    removed += [np.arange(b.remove_start, b.remove_start + b.remove_count, dtype=np.int64) for b in batches]
+    chunks = removed if removed_only else [np.arange(0, max(b.add_start + b.add_count for b in batches))]
+    made: set[str] = set()
+    count = 0
+    for idx in chunks:
+        for rel, size in zip(file_paths(idx, spec).to_pylist(), file_sizes(idx).tolist(), strict=True):
+            parent = rel.rpartition("/")[0]
+            if parent and parent not in made:
+                (root / parent).mkdir(parents=True, exist_ok=True)
+                made.add(parent)
+            with open(root / rel, "wb") as fh:
+                fh.truncate(int(size))
+            count += 1
+    return count
+
+
+def deltaspark_worker(path: str, dry_run: bool, driver_memory: str) -> None:
+    start = time.perf_counter()
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    session = time.perf_counter() - start
+    from deltaspark import DeltaTable
+
+    start = time.perf_counter()
+    result = DeltaTable.forPath(spark, path).vacuum(retentionHours=0, dryRun=dry_run)
+    seconds = time.perf_counter() - start
+    files = result.where(~F.col("isDir"))
+    facts = {"candidates": files.count()}
+    if not dry_run:
+        facts["deleted"] = files.where("deleted").count()
+    paths = sorted(r["path"] for r in files.select("path").collect())
+    emit({"session_seconds": round(session, 2), "seconds": round(seconds, 2), **facts, "paths": paths})
+
+
+def delta_rs_worker(path: str, dry_run: bool) -> None:
+    import deltalake
+
+    start = time.perf_counter()
+    files = deltalake.DeltaTable(path).vacuum(
+        retention_hours=0, dry_run=dry_run, enforce_retention_duration=False, full=True
+    )
+    seconds = time.perf_counter() - start
+    emit({"seconds": round(seconds, 2), "candidates": len(files), "paths": sorted(files)})
+
+
+def _run(engine: str, path: Path, dry_run: bool, args: argparse.Namespace) -> dict:
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.vacuum",
+        "--worker",
+        engine,
+        str(path),
+        "dry" if dry_run else "delete",
+    ]
+    outcome = run_monitored(cmd + ["--driver-memory", args.driver_memory], args.timeout, 20 * 1024**3)
+    result = outcome.results[0] if outcome.results else {"stderr": outcome.stderr_tail}
+    return {
+        "engine": engine,
+        "dryRun": dry_run,
+        "process_seconds": round(outcome.seconds, 2),
+        "peak_tree_rss_gib": round(outcome.peak_tree_rss / 1024**3, 2),
+        "killed": outcome.killed,
+        **result,
+    }
+
+
+def _relative(paths: list[str], root: Path) -> set[str]:
+    prefixes = (f"file:{root}/", f"{root}/", f"file://{root}/")
+    out = set()
+    for p in paths:
+        for prefix in prefixes:
+            if p.startswith(prefix):
+                p = p[len(prefix) :]
+                break
+        out.add(p)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--files", type=int, default=1_000_000)
+    parser.add_argument("--commits", type=int, default=100)
+    parser.add_argument("--workdir", default="/tmp/deltaspark-bench")
+    parser.add_argument("--driver-memory", default="8g")
+    parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--out")
+    parser.add_argument("--worker", nargs=3, metavar=("ENGINE", "PATH", "MODE"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        engine, path, mode = args.worker
+        if engine == "deltaspark":
+            deltaspark_worker(path, mode == "dry", args.driver_memory)
+        else:
+            delta_rs_worker(path, mode == "dry")
+        return 0
+    spec = LogSpec(files=args.files, commits=args.commits)
+    path = Path(args.workdir) / f"vacuum-{args.files}"
+    generated = generate(path, spec)
+    start = time.perf_counter()
+    made = placeholders(path, spec)
+    seconds = time.perf_counter() - start
+    print(f"generated {path} in {generated.seconds} s; {made} placeholders in {seconds:.0f} s", flush=True)
+    runs = [_run("deltaspark", path, True, args), _run("delta-rs", path, True, args)]
+    ours, theirs = (_relative(r.get("paths", []), path) for r in runs)
+    agree = ours == theirs
+    runs.append(_run("deltaspark", path, False, args))
+    placeholders(path, spec, removed_only=True)
+    runs.append(_run("delta-rs", path, False, args))
+    for run in runs:
+        run.pop("paths", None)
+    result = {
+        "table": {"files": args.files, "commits": args.commits, "removed_files": len(ours)},
+        "same_candidates": agree,
+        "runs": runs,
+    }
+    print(json.dumps(result, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    return 0 if agree and all(r.get("candidates") is not None for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
