@@ -332,8 +332,10 @@ def test_lite_reads_the_log_and_refuses_when_it_no_longer_reaches_back(spark, tm
     lite = table.vacuum(lite=True, dryRun=True)
     # From the log only: no untracked file, nothing removed within the retention (d0).
     assert relative(lite, log.root) == {"a.parquet", "b.parquet", dv_file, "_change_data/c.parquet"}
+    (log.root / "a.parquet").unlink()  # already gone: LITE does not list, and counts it deleted
     out = table.vacuum(lite=True)
     assert all(r["deleted"] for r in out.collect())
+    assert out.count() == 4
     assert json.loads((log.log / "_last_vacuum_info").read_text()) == {
         "latestCommitVersionOutsideOfRetentionWindow": 2
     }
@@ -508,3 +510,58 @@ def test_a_vacuum_killed_while_deleting_leaves_the_table_readable(spark, tmp_pat
     table.vacuum()  # a second vacuum finishes the work
     assert not any((log.root / a["add"]["path"]).exists() for a in dead)
     assert table.toDF().count() == 7
+
+
+def test_delta_rs_agrees_except_where_it_deletes_what_a_version_still_needs(spark, tmp_path):
+    """delta-rs's full vacuum on the same table: the same files, plus exactly its documented
+    differences - it does not protect deletion vector files (live or of unexpired tombstones),
+    tests only the first path component for hidden names, has no UniForm `metadata` rule, and
+    does not relativize an absolute `add` path inside the table (it would delete a live file)."""
+    import deltalake
+
+    log, deleted, kept = rich_table(tmp_path)
+    ours = relative(DeltaTable.forPath(spark, log.path).vacuum(dryRun=True).where("not isDir"), log.root)
+    rs = set(deltalake.DeltaTable(log.path).vacuum(dry_run=True, full=True, enforce_retention_duration=True))
+    assert ours - rs == set()
+    dv_files = {p for p in kept if "deletion_vector_" in p}
+    assert rs - ours == dv_files | {
+        "metadata/v1.metadata.json",
+        "part=a/.live.parquet.crc",
+        "part=a/absolute.parquet",
+    }
+
+
+def test_deletes_retry_throttling_and_count_a_missing_file_as_deleted(tmp_path, monkeypatch):
+    from deltaspark.maintenance import file_deletion
+
+    monkeypatch.setattr(file_deletion.time, "sleep", lambda seconds: None)
+
+    class Throttled:
+        """A filesystem whose first two deletes answer like S3 under load."""
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def delete_file(self, path: str) -> None:
+            self.calls += 1
+            if self.calls <= 2:
+                raise OSError("AWS Error SLOW_DOWN during DeleteObject operation: SlowDown: Please reduce")
+            os.remove(path)
+
+    target = touch(tmp_path, "a.parquet")
+    fs = Throttled()
+    assert file_deletion._delete_one(fs, str(target), False, True) == (True, None)
+    assert fs.calls == 3 and not target.exists()
+    assert file_deletion._delete_one(fs, str(target), False, True) == (True, None), "already gone: deleted"
+
+    class Denied:
+        def delete_file(self, path: str) -> None:
+            raise PermissionError(13, "Permission denied", path)
+
+    deleted, error = file_deletion._delete_one(Denied(), str(tmp_path / "b"), False, True)
+    assert not deleted and "Permission denied" in error
+    (tmp_path / "full").mkdir()
+    touch(tmp_path, "full/hidden")
+    deleted, error = file_deletion._delete_one(None, str(tmp_path / "full"), True, True)
+    assert not deleted and error.startswith("not empty")
+    assert file_deletion._delete_one(None, str(tmp_path / "full"), True, False)[0] is False  # object stores

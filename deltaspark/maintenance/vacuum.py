@@ -200,8 +200,13 @@ def full_candidates(listing: DataFrame, known: DataFrame, root: str, cutoff_ms: 
         "path", "size", "modificationTime", "isDir", _file_reason(root).alias("reason")
     )
     # A directory goes only when nothing under it stays: no file kept or too young, no kept path.
-    staying = files.where(~deletable).select("path").unionByName(known.where("kept").select("path"))
-    blocked = staying.select(F.explode(ancestors(F.col("path"), root)).alias("path"))
+    # The directories holding something that stays are few: deduplicated before their ancestors.
+    parent = F.regexp_extract(F.col("path"), r"^(.*)/[^/]*$", 1).alias("dir")
+    staying = (
+        files.where(~deletable).select(parent).unionByName(known.where("kept").select(parent)).distinct()
+    )
+    with_ancestors = F.concat(F.array(F.col("dir")), ancestors(F.col("dir"), root))
+    blocked = staying.select(F.explode(with_ancestors).alias("path"))
     candidate_dirs = (
         listing.where(F.col("isDir"))
         .join(blocked, "path", "left_anti")
