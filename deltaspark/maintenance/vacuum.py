@@ -23,7 +23,8 @@
    `numVacuumedDirectories`; status `FAILED` if deleting failed), then `_last_vacuum_info`. Both
    commits go through the transaction path; like delta-spark they are written for file, HDFS, GCS
    and Azure tables and not for S3 unless `spark.databricks.delta.vacuum.logging.enabled` says so.
-   Files a commit after the vacuum's snapshot adds again (a RESTORE running meanwhile) are kept.
+   Files a commit after the vacuum's snapshot adds again (a RESTORE running meanwhile, committed
+   before the deletes start) are kept.
 
 The result is a DataFrame `path, size, modificationTime, isDir, reason` (+ `deleted`, `error` when
 files were deleted), materialized once: looking at it again never lists or deletes again.
