@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.generate import LogSpec, file_paths, file_sizes, generate, live_indices, plan_batches
+from benchmarks.generate import LogSpec, generate, live_indices, plan_batches, write_placeholders
 from benchmarks.procmon import emit, run_monitored
 
 # Placeholders are empty files: footers and DV bytes cannot be checked on them.
@@ -35,21 +35,9 @@ PLACEHOLDER_CHECKS = [
 
 
 def placeholders(root: Path, spec: LogSpec) -> int:
-    """A sparse placeholder of its logged size for every live data file (no disk blocks used), so
-    that the existence check compares real sizes."""
+    """A sparse placeholder of its logged size for every live data file."""
     batches, _ = plan_batches(spec)
-    made: set[str] = set()
-    count = 0
-    for idx in live_indices(batches):
-        for rel, size in zip(file_paths(idx, spec).to_pylist(), file_sizes(idx).tolist(), strict=True):
-            parent = rel.rpartition("/")[0]
-            if parent and parent not in made:
-                (root / parent).mkdir(parents=True, exist_ok=True)
-                made.add(parent)
-            with open(root / rel, "wb") as fh:
-                fh.truncate(int(size))
-            count += 1
-    return count
+    return write_placeholders(root, spec, live_indices(batches))
 
 
 def worker(path: str, level: str, checks: list[str] | None, driver_memory: str) -> None:

@@ -26,7 +26,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -587,3 +587,20 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def write_placeholders(root: Path, spec: LogSpec, chunks: Iterable[np.ndarray]) -> int:
+    """A sparse placeholder of its logged size (no disk blocks used) for each file index in
+    `chunks`, so that listings and existence checks have real files with real sizes."""
+    made: set[str] = set()
+    count = 0
+    for idx in chunks:
+        for rel, size in zip(file_paths(idx, spec).to_pylist(), file_sizes(idx).tolist(), strict=True):
+            parent = rel.rpartition("/")[0]
+            if parent and parent not in made:
+                (root / parent).mkdir(parents=True, exist_ok=True)
+                made.add(parent)
+            with open(root / rel, "wb") as fh:
+                fh.truncate(int(size))
+            count += 1
+    return count

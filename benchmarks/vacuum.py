@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.generate import LogSpec, file_paths, file_sizes, generate, plan_batches
+from benchmarks.generate import LogSpec, generate, plan_batches, write_placeholders
 from benchmarks.procmon import emit, run_monitored
 
 
@@ -33,18 +33,7 @@ def placeholders(root: Path, spec: LogSpec, removed_only: bool = False) -> int:
     removed = [np.arange(0, tombstones, dtype=np.int64)]
     removed += [np.arange(b.remove_start, b.remove_start + b.remove_count, dtype=np.int64) for b in batches]
     chunks = removed if removed_only else [np.arange(0, max(b.add_start + b.add_count for b in batches))]
-    made: set[str] = set()
-    count = 0
-    for idx in chunks:
-        for rel, size in zip(file_paths(idx, spec).to_pylist(), file_sizes(idx).tolist(), strict=True):
-            parent = rel.rpartition("/")[0]
-            if parent and parent not in made:
-                (root / parent).mkdir(parents=True, exist_ok=True)
-                made.add(parent)
-            with open(root / rel, "wb") as fh:
-                fh.truncate(int(size))
-            count += 1
-    return count
+    return write_placeholders(root, spec, chunks)
 
 
 def deltaspark_worker(path: str, dry_run: bool, driver_memory: str) -> None:

@@ -25,6 +25,11 @@ def normalize_root(root: str) -> str:
     return root or "/"
 
 
+def unify_file_uri(path: Column) -> Column:
+    """`file:///x`, `file://localhost/x` and `file:/x` as one spelling, `file:/x`."""
+    return F.regexp_replace(path, _FILE_FORMS_RE, "file:/")
+
+
 def _scheme_and_authority(root: str) -> str:
     m = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*:(//[^/]*)?)", root)
     return m.group(1) if m else ""
@@ -33,7 +38,7 @@ def _scheme_and_authority(root: str) -> str:
 def canonical_path(path: Column, table_root: str) -> Column:
     root = normalize_root(table_root)
     decoded = F.when(path.contains("%"), url_decode(path)).otherwise(path)
-    absolute = F.regexp_replace(decoded, _FILE_FORMS_RE, "file:/")
+    absolute = unify_file_uri(decoded)
     rooted_at_slash = F.concat(F.lit(_scheme_and_authority(root)), decoded)
     relative = F.concat(F.lit(root + "/"), decoded)
     return (

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StringType
 
 from deltaspark.errors import InvalidInventoryError
-from deltaspark.log.paths import normalize_root
+from deltaspark.log.paths import normalize_root, unify_file_uri
 from deltaspark.maintenance.table_listing import LISTING_SCHEMA
 
 REQUIRED = {
@@ -26,7 +26,6 @@ REQUIRED = {
     "isDir": BooleanType(),
     "modificationTime": LongType(),
 }
-_FILE_FORMS_RE = r"^file:(//(localhost)?)?/"
 
 
 def _hidden(name: Column, partition_columns: Sequence[str]) -> Column:
@@ -52,7 +51,7 @@ def inventory_files(
             f"type: {', '.join(wrong)} (it has: {frame.schema.simpleString()})"
         )
     root = normalize_root(table_root)
-    path = F.regexp_replace(F.col("path"), _FILE_FORMS_RE, "file:/")
+    path = unify_file_uri(F.col("path"))
     relative = F.substring(path, len(root) + 2, 1 << 30)
     components = F.split(relative, "/")
     top = F.element_at(components, 1)
