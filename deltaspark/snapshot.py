@@ -35,6 +35,7 @@ from deltaspark.features.protocol import Protocol, check_readable
 from deltaspark.features.schema import drop_void_fields
 from deltaspark.features.stats import conform_parsed_stats, parse_stats_json, stats_schema
 from deltaspark.log import action_schemas as schemas
+from deltaspark.log import small_log
 from deltaspark.log.commit_timestamps import MISSING_ICT, InCommitTimestamps, monotonic_file_times
 from deltaspark.log.files import LogFile
 from deltaspark.log.listing import list_log_files, log_dir_of, plan_segment, table_root_from
@@ -425,9 +426,29 @@ class Snapshot:
 # ---- loading ----------------------------------------------------------------------------------
 
 
-def _read_protocol_and_metadata(spark: SparkSession, segment: LogSegment) -> Any:
-    """One job: newest protocol and metaData, the snapshot version's commitInfo, the sidecars."""
-    return protocol_metadata_frame(spark, segment).first()
+def _read_protocol_and_metadata(spark: SparkSession, storage: Storage, segment: LogSegment) -> dict | None:
+    """Newest protocol and metaData, the snapshot version's commitInfo, the sidecars: on the
+    driver for a few small commits when every line is clean, else in one Spark job."""
+    files = _pm_files(segment)
+    if storage.direct_reads and small_log.eligible(files, segment.checkpoint is not None):
+        try:
+            texts = [storage.read_text(f.path) for f in files]
+        except DeltaSparkError:
+            texts = None  # the Spark path reads them again and reports what is wrong
+        if texts is not None:
+            found = small_log.protocol_and_metadata(files, texts, segment.version)
+            if found is not None:
+                return found
+    row = protocol_metadata_frame(spark, segment).first()
+    return None if row is None else row.asDict(recursive=True)
+
+
+def _pm_files(segment: LogSegment) -> list[LogFile]:
+    """The JSON files protocol and metadata are read from (on top of the checkpoint)."""
+    json_files = list(segment.tail_files)
+    if segment.commit_at_version is not None and segment.commit_at_version not in json_files:
+        json_files.append(segment.commit_at_version)
+    return json_files
 
 
 def protocol_metadata_frame(spark: SparkSession, segment: LogSegment) -> DataFrame:
@@ -461,9 +482,7 @@ def protocol_metadata_frame(spark: SparkSession, segment: LogSegment) -> DataFra
                 "sidecar",
             )
         )
-    json_files = list(segment.tail_files)
-    if segment.commit_at_version is not None and segment.commit_at_version not in json_files:
-        json_files.append(segment.commit_at_version)
+    json_files = _pm_files(segment)
     if json_files:
         frame = read_json_actions(spark, json_files, ["protocol", "metaData", "commitInfo"])
         frames.append(
@@ -507,8 +526,7 @@ def _check_not_blank(storage: Storage, segment: LogSegment) -> None:
                 raise CorruptLogError(f.path, "the file holds no action (only blank lines)")
 
 
-def _protocol_of(row: Any, where: str) -> Protocol:
-    raw = row.asDict(recursive=True)
+def _protocol_of(raw: dict, where: str) -> Protocol:
     for required in ("minReaderVersion", "minWriterVersion"):
         if raw.get(required) is None:
             raise CorruptLogError(where, f"the `protocol` action has no {required}")
@@ -519,7 +537,7 @@ def load_snapshot(spark: SparkSession, storage: Storage, segment: LogSegment, ta
     """The snapshot of `segment`: one Spark job for protocol and metadata, checked before use."""
     _check_not_blank(storage, segment)
     try:
-        row = _read_protocol_and_metadata(spark, segment)
+        row = _read_protocol_and_metadata(spark, storage, segment)
     except DeltaSparkError:
         raise
     except Exception as exc:
@@ -533,10 +551,10 @@ def load_snapshot(spark: SparkSession, storage: Storage, segment: LogSegment, ta
     check_readable(protocol, segment.table_path)
     metadata = Metadata.from_row(row["metaData"])
     check_metadata(protocol, metadata, row["metaDataFile"], spark_version(spark))
-    commit_info = None
-    if row["commitInfo"]:
+    commit_info = row["commitInfo"]
+    if isinstance(commit_info, str):  # raw JSON text from the Spark path
         try:
-            commit_info = json.loads(row["commitInfo"])
+            commit_info = json.loads(commit_info)
         except ValueError:
             commit_info = None
     log_dir = join_path(table_root, "_delta_log")

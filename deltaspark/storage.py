@@ -52,6 +52,10 @@ def name_of(path: str) -> str:
 class Storage(ABC):
     """The few file operations the log reader needs; everything bigger is a Spark scan."""
 
+    # Whether `read_text` is a direct file read (not a Spark job), so reading a few small log
+    # files on the driver is cheaper than a job.
+    direct_reads = False
+
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
 
@@ -139,6 +143,8 @@ def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
 
 
 class HadoopStorage(Storage):
+    direct_reads = True
+
     def __init__(self, spark: SparkSession) -> None:
         super().__init__(spark)
         self._jvm = spark._jvm  # type: ignore[attr-defined]

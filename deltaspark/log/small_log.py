@@ -1,0 +1,169 @@
+"""Protocol and metadata of a small, checkpoint-less log, replayed on the driver.
+
+A Spark job costs a notebook user about half a second even for a table of three commits, most
+of it building the job. When the segment is only a few small JSON commits, their protocol,
+metaData and commitInfo lines are read here instead, with the same rules as the Spark path
+(`snapshot.protocol_metadata_frame`): the same lines selected, the newest non-null value of each
+action wins. This path only answers when every line it looks at is clean and typed exactly as
+the action schema says; anything else (a corrupt line, a field of an unexpected type, two
+different values at one version) returns `None`, and the Spark path gives the answer or the
+error, so a damaged log reads exactly as it did before.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from deltaspark.log.files import LogFile
+
+# Segments above these stay on Spark: the driver only ever reads a few small files.
+MAX_FILES = 64
+MAX_BYTES = 4 * 1024 * 1024
+
+_KINDS = ("protocol", "metaData", "commitInfo")
+# Java's `\s` (the Spark path's regex), not Python's Unicode whitespace.
+_ACTION_KEY = re.compile(r'^[ \t\n\x0b\f\r]*\{[ \t\n\x0b\f\r]*"([A-Za-z_][A-Za-z0-9_]*)"[ \t\n\x0b\f\r]*:')
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Hadoop's line reader
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+class _UnclearError(Exception):
+    """Something the Spark path must decide (it raises or reads it its own way)."""
+
+
+def _int(value: Any, bounds: tuple[int, int]) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not bounds[0] <= value <= bounds[1]:
+        raise _UnclearError
+    return value
+
+
+def _str(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise _UnclearError
+    return value
+
+
+def _str_list(value: Any) -> list[str | None] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise _UnclearError
+    return [_str(v) for v in value]
+
+
+def _str_map(value: Any) -> dict[str, str | None] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _UnclearError
+    return {k: _str(v) for k, v in value.items()}
+
+
+def _object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _UnclearError
+    return value
+
+
+def _protocol(value: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "minReaderVersion": _int(value.get("minReaderVersion"), _INT32),
+        "minWriterVersion": _int(value.get("minWriterVersion"), _INT32),
+        "readerFeatures": _str_list(value.get("readerFeatures")),
+        "writerFeatures": _str_list(value.get("writerFeatures")),
+    }
+
+
+def _metadata(value: dict[str, Any]) -> dict[str, Any]:
+    fmt = value.get("format")
+    if fmt is not None:
+        fmt = _object(fmt)
+        fmt = {"provider": _str(fmt.get("provider")), "options": _str_map(fmt.get("options"))}
+    return {
+        "id": _str(value.get("id")),
+        "name": _str(value.get("name")),
+        "description": _str(value.get("description")),
+        "format": fmt,
+        "schemaString": _str(value.get("schemaString")),
+        "partitionColumns": _str_list(value.get("partitionColumns")),
+        "createdTime": _int(value.get("createdTime"), _INT64),
+        "configuration": _str_map(value.get("configuration")),
+    }
+
+
+def _typed(kind: str, value: Any) -> Any:
+    value = _object(value)
+    if kind == "protocol":
+        return _protocol(value)
+    if kind == "metaData":
+        return _metadata(value)
+    return value  # commitInfo is free-form
+
+
+def _actions_of(text: str) -> list[dict[str, Any]]:
+    """The protocol/metaData/commitInfo values of one file's lines, selected as the Spark path does."""
+    found = []
+    for line in _LINE_BREAK.split(text):
+        if line.startswith(('{"add":', '{"remove":')) or line.strip(" ") == "":
+            continue
+        key = _ACTION_KEY.match(line)
+        if key is None:
+            raise _UnclearError  # not an action: the Spark path names the file
+        if key[1] not in _KINDS:
+            continue
+        try:
+            parsed = json.loads(line)
+        except ValueError:
+            raise _UnclearError from None
+        if not isinstance(parsed, dict):
+            raise _UnclearError
+        found.append({k: _typed(k, parsed[k]) for k in _KINDS if parsed.get(k) is not None})
+    return found
+
+
+def eligible(files: list[LogFile], has_checkpoint: bool) -> bool:
+    """Whether a segment is small enough to replay its protocol and metadata on the driver."""
+    return not has_checkpoint and 0 < len(files) <= MAX_FILES and sum(f.size for f in files) <= MAX_BYTES
+
+
+def protocol_and_metadata(
+    files: list[LogFile], texts: list[str | None], version: int
+) -> dict[str, Any] | None:
+    """The same fields as the Spark path's one-row frame, from the files' texts; `None` when unclear.
+
+    `version` is the snapshot's version: only its commitInfo is kept.
+    """
+    newest: dict[str, tuple[int, Any, str]] = {}
+    try:
+        for f, text in zip(files, texts, strict=True):
+            if text is None:
+                return None  # vanished since listing: let Spark report it
+            for action in _actions_of(text):
+                for kind, value in action.items():
+                    if kind == "commitInfo" and f.version != version:
+                        continue
+                    held = newest.get(kind)
+                    if held is not None and held[0] == f.version and held[1] != value:
+                        return None  # two different values at one version: Spark's tie rule
+                    if held is None or f.version >= held[0]:
+                        newest[kind] = (f.version, value, f.path)
+    except _UnclearError:
+        return None
+
+    def pick(kind: str, index: int) -> Any:
+        held = newest.get(kind)
+        return None if held is None else held[index]
+
+    return {
+        "protocol": pick("protocol", 1),
+        "metaData": pick("metaData", 1),
+        "commitInfo": pick("commitInfo", 1),
+        "protocolFile": pick("protocol", 2),
+        "metaDataFile": pick("metaData", 2),
+        "sidecars": [],
+    }

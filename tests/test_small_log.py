@@ -1,0 +1,165 @@
+"""Protocol and metadata of small logs read on the driver (`log/small_log.py`).
+
+The driver path must give exactly the Spark path's answer, or no answer at all: every unclear
+line (corrupt, untyped, ambiguous) hands the log back to the Spark path, whose errors the damaged
+table tests pin down.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deltaspark import CorruptLogError, DeltaTable
+from deltaspark.log import small_log
+from deltaspark.log.files import parse_log_file
+from deltaspark.log.listing import plan_segment
+from deltaspark.snapshot import _pm_files, _read_protocol_and_metadata, protocol_metadata_frame
+from deltaspark.storage import HadoopStorage
+from tests.conftest import CONNECT
+from tests.log_builder import add, commit_info, metadata, protocol
+from tests.test_conformance import TABLES
+
+
+def _files(*texts: str) -> tuple[list, list[str]]:
+    names = [f"{v:020d}.json" for v in range(len(texts))]
+    pairs = zip(names, texts, strict=True)
+    files = [parse_log_file(n, f"file:/t/_delta_log/{n}", len(t), 0) for n, t in pairs]
+    return files, list(texts)
+
+
+def _lines(*actions: dict) -> str:
+    return "".join(json.dumps(a) + "\n" for a in actions)
+
+
+P1 = protocol(1, 2)["protocol"]
+P3 = protocol(3, 7, ["deletionVectors"], ["deletionVectors"])["protocol"]
+
+
+def test_newest_protocol_and_metadata_win_and_commit_info_is_the_versions_own():
+    files, texts = _files(
+        _lines(commit_info(), {"protocol": P1}, metadata(configuration={"a": "1"})),
+        _lines({"commitInfo": {"operation": "WRITE"}}, add("x.parquet")),
+        _lines({"commitInfo": {"operation": "SET"}}, {"protocol": P3}, metadata(configuration={"a": "2"})),
+        _lines(add("y.parquet")),
+    )
+    found = small_log.protocol_and_metadata(files, texts, 3)
+    assert found["protocol"]["minReaderVersion"] == 3
+    assert found["protocol"]["readerFeatures"] == ["deletionVectors"]
+    assert found["metaData"]["configuration"] == {"a": "2"}
+    assert found["protocolFile"].endswith("00000000000000000002.json")
+    assert found["commitInfo"] is None  # version 3 has none; older ones never count
+    assert small_log.protocol_and_metadata(files[:3], texts[:3], 2)["commitInfo"] == {"operation": "SET"}
+
+
+def test_file_action_lines_are_not_parsed_as_the_spark_path_does_not_parse_them():
+    # The Spark path drops `{"add":`/`{"remove":` lines before parsing; replay reports them later.
+    files, texts = _files(_lines({"protocol": P1}, metadata()) + '{"add": {"path": broken\n')
+    assert small_log.protocol_and_metadata(files, texts, 0)["protocol"] == {
+        "minReaderVersion": 1,
+        "minWriterVersion": 2,
+        "readerFeatures": None,
+        "writerFeatures": None,
+    }
+
+
+@pytest.mark.parametrize(
+    "bad_line",
+    [
+        "not json at all",
+        '{"protocol": {"minReaderVersion": 1, ',  # truncated
+        '{"protocol": {"minReaderVersion": "1", "minWriterVersion": 2}}',  # a string, not an int
+        '{"protocol": {"minReaderVersion": 1.0, "minWriterVersion": 2}}',
+        '{"protocol": {"minReaderVersion": true, "minWriterVersion": 2}}',
+        '{"protocol": {"minReaderVersion": 4294967296, "minWriterVersion": 2}}',  # beyond int32
+        '{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2, "readerFeatures": "x"}}',
+        '{"metaData": {"id": 5}}',
+        '{"metaData": {"configuration": {"a": 1}}}',
+        '{"metaData": {"createdTime": "yesterday"}}',
+        '{"protocol": [1, 2]}',
+        '\t{"protocol": {}}\x85',
+        '{"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}',  # a second, different one
+    ],
+)
+def test_anything_unclear_goes_to_the_spark_path(bad_line):
+    files, texts = _files(_lines({"protocol": P1}, metadata()) + bad_line + "\n")
+    assert small_log.protocol_and_metadata(files, texts, 0) is None
+
+
+def test_a_vanished_file_goes_to_the_spark_path():
+    files, _ = _files(_lines({"protocol": P1}, metadata()))
+    assert small_log.protocol_and_metadata(files, [None], 0) is None
+
+
+def test_only_small_checkpoint_less_segments_are_eligible():
+    files, _ = _files(_lines({"protocol": P1}))
+    assert small_log.eligible(files, has_checkpoint=False)
+    assert not small_log.eligible(files, has_checkpoint=True)
+    assert not small_log.eligible(files * (small_log.MAX_FILES + 1), has_checkpoint=False)
+    big = parse_log_file("00000000000000000000.json", "file:/t/x", small_log.MAX_BYTES + 1, 0)
+    assert not small_log.eligible([big], has_checkpoint=False)
+
+
+# ---- against the Spark path ---------------------------------------------------------------------
+
+
+def _both(spark, table_path: str) -> tuple[dict | None, dict]:
+    storage = HadoopStorage(spark)
+    segment = plan_segment(storage, table_path)
+    files = _pm_files(segment)
+    texts = [storage.read_text(f.path) for f in files]
+    driver = small_log.protocol_and_metadata(files, texts, segment.version) if files else None
+    row = protocol_metadata_frame(spark, segment).first().asDict(recursive=True)
+    row["commitInfo"] = json.loads(row["commitInfo"]) if row["commitInfo"] else None
+    return driver, row
+
+
+def _same(driver: dict, spark_row: dict) -> None:
+    for key in ("protocol", "metaData", "commitInfo", "sidecars"):
+        assert driver[key] == spark_row[key], (key, driver, spark_row)
+    for key in ("protocolFile", "metaDataFile"):
+        assert driver[key].rsplit("/", 1)[-1] == spark_row[key].rsplit("/", 1)[-1], key
+
+
+@pytest.mark.skipif(CONNECT, reason="classic sessions only (Connect reads files through Spark jobs)")
+def test_driver_and_spark_agree_on_every_conformance_table_that_qualifies(spark, conformance):
+    compared = 0
+    for name in TABLES:
+        path = str(conformance / name)
+        storage = HadoopStorage(spark)
+        try:
+            segment = plan_segment(storage, path)
+        except Exception:  # noqa: BLE001 - tables the conformance suite checks for their errors
+            continue
+        if not small_log.eligible(_pm_files(segment), segment.checkpoint is not None):
+            continue
+        driver, spark_row = _both(spark, path)
+        assert driver is not None, name  # real tables are clean: the driver path must answer
+        _same(driver, spark_row)
+        compared += 1
+    assert compared >= 20, compared
+
+
+@pytest.mark.skipif(CONNECT, reason="classic sessions only")
+def test_driver_and_spark_agree_on_an_evolving_hand_built_log(spark, log):
+    log.commit(0, commit_info(), protocol(), metadata(configuration={"k": "v"}), add("a.parquet"))
+    log.commit(1, {"commitInfo": {"operation": "SET TBLPROPERTIES"}}, metadata(configuration={"k": "w"}))
+    log.commit(2, commit_info(), protocol(3, 7, ["deletionVectors"], ["deletionVectors"]))
+    driver, spark_row = _both(spark, log.path)
+    _same(driver, spark_row)
+    snap = DeltaTable.forPath(spark, log.path).snapshot()
+    assert snap.configuration == {"k": "w"} and snap.protocol.minReaderVersion == 3
+
+
+@pytest.mark.skipif(CONNECT, reason="classic sessions only")
+def test_a_corrupt_commit_is_still_named_by_the_spark_path(spark, log):
+    log.commit(0, commit_info(), protocol(), metadata())
+    log.raw("00000000000000000001.json", '{"protocol": {"minReaderVersion": 1, \n')
+    storage = HadoopStorage(spark)
+    segment = plan_segment(storage, log.path)
+    assert small_log.eligible(_pm_files(segment), False)
+    with pytest.raises(Exception, match="deltaspark: corrupt Delta log file .*00000000000000000001.json"):
+        _read_protocol_and_metadata(spark, storage, segment)
+    with pytest.raises(CorruptLogError, match="00000000000000000001.json"):
+        DeltaTable.forPath(spark, log.path).snapshot()
