@@ -35,7 +35,7 @@ from deltaspark.features.protocol import Protocol, check_readable
 from deltaspark.features.schema import drop_void_fields
 from deltaspark.features.stats import conform_parsed_stats, parse_stats_json, stats_schema
 from deltaspark.log import action_schemas as schemas
-from deltaspark.log import small_log
+from deltaspark.log import protocol_metadata_cache, small_log
 from deltaspark.log.commit_timestamps import MISSING_ICT, InCommitTimestamps, monotonic_file_times
 from deltaspark.log.files import LogFile
 from deltaspark.log.listing import list_log_files, log_dir_of, plan_segment, table_root_from
@@ -427,20 +427,39 @@ class Snapshot:
 
 
 def _read_protocol_and_metadata(spark: SparkSession, storage: Storage, segment: LogSegment) -> dict | None:
-    """Newest protocol and metaData, the snapshot version's commitInfo, the sidecars: on the
-    driver for a few small commits when every line is clean, else in one Spark job."""
-    files = _pm_files(segment)
-    if storage.direct_reads and small_log.eligible(files, segment.checkpoint is not None):
-        try:
-            texts = [storage.read_text(f.path) for f in files]
-        except DeltaSparkError:
-            texts = None  # the Spark path reads them again and reports what is wrong
-        if texts is not None:
-            found = small_log.protocol_and_metadata(files, texts, segment.version)
+    """Newest protocol and metaData, the snapshot version's commitInfo, the sidecars.
+
+    On the driver when the log is small or an earlier answer for the same checkpoint and a prefix
+    of the commits is held (only the newer commits are read); else in one Spark job.
+    """
+    if storage.direct_reads:
+        base, newer, exact = protocol_metadata_cache.lookup(segment)
+        if exact:
+            return base
+        if base is None:
+            newer = _pm_files(segment)
+        elif segment.commit_at_version is not None and segment.commit_at_version not in segment.tail_files:
+            newer = [*newer, segment.commit_at_version]
+        if small_log.eligible(newer, segment.checkpoint is not None and base is None):
+            found = _read_on_driver(storage, newer, segment.version, base)
             if found is not None:
+                protocol_metadata_cache.store(segment, found)
                 return found
     row = protocol_metadata_frame(spark, segment).first()
-    return None if row is None else row.asDict(recursive=True)
+    if row is None:
+        return None
+    found = row.asDict(recursive=True)
+    if storage.direct_reads:
+        protocol_metadata_cache.store(segment, found)
+    return found
+
+
+def _read_on_driver(storage: Storage, files: list[LogFile], version: int, base: dict | None) -> dict | None:
+    try:
+        texts = [storage.read_text(f.path) for f in files]
+    except DeltaSparkError:
+        return None  # the Spark path reads them again and reports what is wrong
+    return small_log.protocol_and_metadata(files, texts, version, base)
 
 
 def _pm_files(segment: LogSegment) -> list[LogFile]:

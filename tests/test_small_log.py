@@ -163,3 +163,77 @@ def test_a_corrupt_commit_is_still_named_by_the_spark_path(spark, log):
         _read_protocol_and_metadata(spark, storage, segment)
     with pytest.raises(CorruptLogError, match="00000000000000000001.json"):
         DeltaTable.forPath(spark, log.path).snapshot()
+
+
+# ---- the cache of answers per segment -----------------------------------------------------------
+
+
+@pytest.fixture
+def spark_job_count(monkeypatch):
+    """How many times the Spark path ran (the driver path and the cache run none)."""
+    import deltaspark.snapshot as snapshot_module
+
+    calls = []
+    real = snapshot_module.protocol_metadata_frame
+
+    def counting(spark, segment):
+        calls.append(segment.version)
+        return real(spark, segment)
+
+    monkeypatch.setattr(snapshot_module, "protocol_metadata_frame", counting)
+    return calls
+
+
+@pytest.mark.skipif(CONNECT, reason="classic sessions only")
+def test_reloads_after_a_checkpoint_read_only_the_new_commits(spark, log, spark_job_count):
+    p0, m0 = protocol(), metadata(configuration={"k": "0"})
+    log.commit(0, commit_info(), p0, m0, add("a.parquet"))
+    log.commit(1, commit_info(), add("b.parquet"))
+    log.classic_checkpoint(1, [p0, m0, add("a.parquet"), add("b.parquet")])
+    log.commit(2, {"commitInfo": {"operation": "WRITE", "n": 2}}, add("c.parquet"))
+
+    def load():
+        return DeltaTable.forPath(spark, log.path).snapshot()
+
+    assert load().configuration == {"k": "0"}
+    assert spark_job_count == [2]  # a checkpoint: the Spark path, once
+    assert load().commitInfo["n"] == 2 and spark_job_count == [2]  # the same segment: held
+    log.commit(3, {"commitInfo": {"operation": "SET", "n": 3}}, metadata(configuration={"k": "3"}))
+    snap = load()
+    assert snap.version == 3 and snap.configuration == {"k": "3"} and snap.commitInfo["n"] == 3
+    assert spark_job_count == [2]  # only commit 3 was read, on the driver
+    old = DeltaTable.forPath(spark, log.path).snapshot(version=2)
+    assert old.configuration == {"k": "0"} and old.commitInfo["n"] == 2 and spark_job_count == [2]
+
+    # A file that changed (here: commit 2 written again, longer) is never answered from memory.
+    log.commit(2, {"commitInfo": {"operation": "WRITE", "n": 22}}, add("c.parquet"), add("d.parquet"))
+    assert load().configuration == {"k": "3"}
+    assert spark_job_count == [2, 3]
+    assert DeltaTable.forPath(spark, log.path).snapshot(version=2).commitInfo["n"] == 22
+
+
+@pytest.mark.skipif(CONNECT, reason="classic sessions only")
+def test_a_commit_gone_corrupt_after_it_was_read_is_still_named(spark, log):
+    log.commit(0, commit_info(), protocol(), metadata(), add("a.parquet"))
+    log.commit(1, commit_info(), add("b.parquet"))
+    assert DeltaTable.forPath(spark, log.path).snapshot().version == 1
+    log.raw("00000000000000000001.json", '{"commitInfo": {}}\n{"protocol": {"minReaderVersion": 1,\n')
+    with pytest.raises(CorruptLogError, match="00000000000000000001.json"):
+        DeltaTable.forPath(spark, log.path).snapshot()
+
+
+def test_the_cache_is_bounded():
+    from deltaspark.log import protocol_metadata_cache as cache
+    from deltaspark.log.segment import LogSegment
+
+    cache.clear()
+    answer = {"protocol": P1, "metaData": {"schemaString": "{}"}, "sidecars": []}
+    for i in range(cache.MAX_ENTRIES + 10):
+        cache.store(LogSegment(f"file:/t{i}", 0, None, ()), answer)
+    assert len(cache._entries) == cache.MAX_ENTRIES
+    assert cache.lookup(LogSegment("file:/t0", 0, None, ()))[0] is None  # the oldest went first
+    assert cache.lookup(LogSegment(f"file:/t{cache.MAX_ENTRIES + 9}", 0, None, ()))[2]
+    huge = {"protocol": P1, "metaData": {"schemaString": "x" * (cache.MAX_SCHEMA_CHARS + 1)}, "sidecars": []}
+    cache.store(LogSegment("file:/huge", 0, None, ()), huge)
+    assert cache.lookup(LogSegment("file:/huge", 0, None, ()))[0] is None
+    cache.clear()

@@ -127,18 +127,24 @@ def _actions_of(text: str) -> list[dict[str, Any]]:
 
 
 def eligible(files: list[LogFile], has_checkpoint: bool) -> bool:
-    """Whether a segment is small enough to replay its protocol and metadata on the driver."""
+    """Whether these files are few and small enough to read on the driver (after a checkpoint only
+    when an earlier answer covers it, see `protocol_metadata_cache`)."""
     return not has_checkpoint and 0 < len(files) <= MAX_FILES and sum(f.size for f in files) <= MAX_BYTES
 
 
 def protocol_and_metadata(
-    files: list[LogFile], texts: list[str | None], version: int
+    files: list[LogFile], texts: list[str | None], version: int, base: dict[str, Any] | None = None
 ) -> dict[str, Any] | None:
     """The same fields as the Spark path's one-row frame, from the files' texts; `None` when unclear.
 
-    `version` is the snapshot's version: only its commitInfo is kept.
+    `version` is the snapshot's version: only its commitInfo is kept. `base` is the answer for the
+    log before `files` (all newer than it), which they update.
     """
-    newest: dict[str, tuple[int, Any, str]] = {}
+    newest: dict[str, tuple[int, Any, str | None]] = {}
+    if base is not None:
+        for kind, file_key in (("protocol", "protocolFile"), ("metaData", "metaDataFile")):
+            if base.get(kind) is not None:
+                newest[kind] = (-1, base[kind], base.get(file_key))
     try:
         for f, text in zip(files, texts, strict=True):
             if text is None:
@@ -165,5 +171,5 @@ def protocol_and_metadata(
         "commitInfo": pick("commitInfo", 1),
         "protocolFile": pick("protocol", 2),
         "metaDataFile": pick("metaData", 2),
-        "sidecars": [],
+        "sidecars": list(base["sidecars"] or []) if base is not None else [],
     }
