@@ -1,7 +1,8 @@
-"""Protocol and metadata of a small, checkpoint-less log, replayed on the driver.
+"""Protocol and metadata of a few small JSON commits, replayed on the driver.
 
 A Spark job costs a notebook user about half a second even for a table of three commits, most
-of it building the job. When the segment is only a few small JSON commits, their protocol,
+of it building the job. When the segment is only a few small JSON commits (or a held answer
+covers everything before them, see `protocol_metadata_cache`), their protocol,
 metaData and commitInfo lines are read here instead, with the same rules as the Spark path
 (`snapshot.protocol_metadata_frame`): the same lines selected, the newest non-null value of each
 action wins. This path only answers when every line it looks at is clean and typed exactly as
