@@ -117,6 +117,7 @@ def test_a_healthy_table_passes_every_check(spark, healthy):
     report.unpersist()
 
 
+@pytest.mark.one_suite("4.x")  # damage found by the audit jobs both suites run on the healthy table
 def test_damaged_files_are_each_found_and_repair_removes_the_missing_ones(spark, healthy, tmp_path):
     path = _copy(healthy, tmp_path, "files")
     table = DeltaTable.forPath(spark, path)
@@ -196,6 +197,7 @@ def test_damaged_files_are_each_found_and_repair_removes_the_missing_ones(spark,
     assert table.repair().count() == 0
 
 
+@pytest.mark.one_suite("4.x")  # damage found by the audit jobs both suites run on the healthy table
 def test_damaged_log_copies_are_each_found(spark, healthy, tmp_path):
     path = _copy(healthy, tmp_path, "log")
     log = _log(path)
@@ -262,6 +264,7 @@ def test_damaged_log_copies_are_each_found(spark, healthy, tmp_path):
     assert "files.footers" not in {c["check"] for c in report.checks}  # quick: no file is opened
 
 
+@pytest.mark.one_suite("4.x")  # damage found by the audit jobs both suites run on the healthy table
 def test_a_missing_commit_is_reported_and_the_other_checks_still_run(spark, healthy, tmp_path):
     path = _copy(healthy, tmp_path, "gap")
     os.remove(_log(path) / f"{1:020d}.json")
@@ -290,6 +293,7 @@ def test_protocol_and_properties_must_agree(spark, log):
     assert not any("changeDataFeed" in d for d in details)
 
 
+@pytest.mark.one_suite("4.x")  # damage found by the audit jobs both suites run on the healthy table
 def test_version_range_and_level_are_checked(spark, healthy):
     table = DeltaTable.forPath(spark, healthy)
     with pytest.raises(InvalidArgumentError):
@@ -420,6 +424,7 @@ def test_hygiene_findings_on_a_hand_built_log(spark, log):
     assert report.metrics["commitsSinceCheckpoint"] == 25 and report.metrics["expiredTombstones"] == 1
 
 
+@pytest.mark.one_suite("4.x")  # damage found by the audit jobs both suites run on the healthy table
 def test_torn_files_incomplete_checkpoints_and_a_tampered_hint(spark, healthy, tmp_path):
     path = _copy(healthy, tmp_path, "torn")
     log = _log(path)
@@ -441,6 +446,7 @@ def test_torn_files_incomplete_checkpoints_and_a_tampered_hint(spark, healthy, t
     assert "files.statistics" not in {c["check"] for c in report.checks}  # no snapshot to check
 
 
+@pytest.mark.one_suite("4.x")  # damage found by the audit jobs both suites run on the healthy table
 def test_a_check_failing_while_evaluated_is_named_and_the_others_still_report(
     spark, healthy, tmp_path, caplog
 ):

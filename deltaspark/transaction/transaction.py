@@ -79,19 +79,19 @@ class CommitResult:
 
 
 def _in_schema_order(frame: DataFrame, column: str, schema: StructType) -> Column:
-    """A file action struct with the protocol's fields in the protocol's order (absent ones null)."""
+    """A file action struct with the protocol's fields in the protocol's order (absent ones null).
+
+    Built as one SQL expression: a Column per field costs a py4j round trip per node, a quarter of a
+    second per commit."""
     given = frame.schema[column].dataType
     present = set(given.fieldNames()) if isinstance(given, StructType) else set()
-    return F.struct(
-        *[
-            (
-                F.col(f"{column}.{f.name}").cast(f.dataType)
-                if f.name in present
-                else F.lit(None).cast(f.dataType)
-            ).alias(f.name)
-            for f in schema.fields
-        ]
+    fields = ", ".join(
+        f"'{f.name}', CAST("
+        + (f"`{column}`.`{f.name}`" if f.name in present else "NULL")
+        + f" AS {f.dataType.simpleString()})"
+        for f in schema.fields
     )
+    return F.expr(f"named_struct({fields})")
 
 
 class Transaction:
