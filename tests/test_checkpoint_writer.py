@@ -795,14 +795,7 @@ SWEEP_ON_SPARK_35 = {
     "void-column",
     "with-short-dv",
 }
-# The 300k-file table alone takes about two minutes; CI leaves it to runs that ask for it (its
-# replay is compared with delta-rs in tests/test_conformance.py on both suites).
-BIG_TABLES = os.environ.get("DELTASPARK_CHECKPOINT_BIG_TABLES") == "1"
-SWEEP = [
-    n
-    for n in TABLES
-    if (PYSPARK_VERSION >= (4, 0) or n in SWEEP_ON_SPARK_35) and (BIG_TABLES or not n.startswith("300k"))
-]
+SWEEP = [n for n in TABLES if PYSPARK_VERSION >= (4, 0) or n in SWEEP_ON_SPARK_35]
 
 
 @pytest.fixture(scope="module")
@@ -827,8 +820,6 @@ def recheckpointed(spark, conformance, tmp_path_factory) -> dict:
 
 @pytest.mark.parametrize("name", TABLES)
 def test_recheckpointing_a_conformance_table_gives_the_same_snapshot(recheckpointed, name):
-    if name.startswith("300k") and not BIG_TABLES:
-        pytest.skip("300k files, ~2 minutes: DELTASPARK_CHECKPOINT_BIG_TABLES=1 re-checkpoints it")
     if name not in SWEEP:
         pytest.skip("the pyspark 3.5 suite re-checkpoints one table per feature; the 4.x suite all")
     assert recheckpointed[name] == []
