@@ -553,7 +553,7 @@ def _protocol_of(raw: dict, where: str) -> Protocol:
 
 
 def load_snapshot(spark: SparkSession, storage: Storage, segment: LogSegment, table_root: str) -> Snapshot:
-    """The snapshot of `segment`: one Spark job for protocol and metadata, checked before use."""
+    """The snapshot of `segment`: protocol and metadata (one Spark job at most), checked before use."""
     _check_not_blank(storage, segment)
     try:
         row = _read_protocol_and_metadata(spark, storage, segment)
