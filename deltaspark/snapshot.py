@@ -433,13 +433,10 @@ def _read_protocol_and_metadata(spark: SparkSession, storage: Storage, segment: 
     of the commits is held (only the newer commits are read); else in one Spark job.
     """
     if storage.direct_reads:
-        base, newer, exact = protocol_metadata_cache.lookup(segment)
+        base, newer_tail, exact = protocol_metadata_cache.lookup(segment)
         if exact:
             return base
-        if base is None:
-            newer = _pm_files(segment)
-        elif segment.commit_at_version is not None and segment.commit_at_version not in segment.tail_files:
-            newer = [*newer, segment.commit_at_version]
+        newer = _pm_files(segment, newer_tail)
         if small_log.eligible(newer, segment.checkpoint is not None and base is None):
             found = _read_on_driver(storage, newer, segment.version, base)
             if found is not None:
@@ -462,9 +459,10 @@ def _read_on_driver(storage: Storage, files: list[LogFile], version: int, base: 
     return small_log.protocol_and_metadata(files, texts, version, base)
 
 
-def _pm_files(segment: LogSegment) -> list[LogFile]:
-    """The JSON files protocol and metadata are read from (on top of the checkpoint)."""
-    json_files = list(segment.tail_files)
+def _pm_files(segment: LogSegment, tail: list[LogFile] | None = None) -> list[LogFile]:
+    """The JSON files protocol and metadata are read from (on top of the checkpoint): the tail (or
+    the part of it given) and the commit of the snapshot's version, for its commitInfo."""
+    json_files = list(segment.tail_files if tail is None else tail)
     if segment.commit_at_version is not None and segment.commit_at_version not in json_files:
         json_files.append(segment.commit_at_version)
     return json_files

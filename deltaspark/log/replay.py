@@ -11,7 +11,9 @@ with the file named (Spark's `raise_error`), so a corrupt log is never silently 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -21,7 +23,10 @@ from deltaspark.log.action_schemas import CORRUPT_RECORD, action_schema
 from deltaspark.log.files import LogFile
 from deltaspark.spark_compat import read_paths
 
-_ACTION_KEY = r'^\s*\{\s*"([A-Za-z_][A-Za-z0-9_]*)"\s*:'
+# How a line is selected before parsing (also by `small_log`, which must select the same lines):
+# its action key, by a Java regex; file actions, as every writer spells them, by their prefix.
+ACTION_KEY = r'^\s*\{\s*"([A-Za-z_][A-Za-z0-9_]*)"\s*:'
+FILE_ACTION_PREFIXES = ('{"add":', '{"remove":')
 _COMPACTION_NAME = r"^\d{20}\.(\d{20})\.compacted\.json$"
 _VERSION_PREFIX = r"^(\d{20})\."
 
@@ -94,9 +99,9 @@ def read_json_actions(
         if kinds is not None and "add" not in kinds and "remove" not in kinds:
             # Most lines of a big log are file actions, as every writer spells them; a prefix test
             # drops them before the key regex (they would be dropped by their key anyway).
-            lines = lines.where(~(value.startswith('{"add":') | value.startswith('{"remove":')))
+            lines = lines.where(~reduce(operator.or_, [value.startswith(p) for p in FILE_ACTION_PREFIXES]))
         lines = lines.where(F.trim("value") != "")
-        key = F.regexp_extract("value", _ACTION_KEY, 1)
+        key = F.regexp_extract("value", ACTION_KEY, 1)
         if kinds is not None:
             lines = lines.where(key.isin(list(kinds)) | (key == ""))
         parsed = F.from_json(

@@ -18,14 +18,15 @@ import re
 from typing import Any
 
 from deltaspark.log.files import LogFile
+from deltaspark.log.replay import ACTION_KEY, FILE_ACTION_PREFIXES
 
 # Segments above these stay on Spark: the driver only ever reads a few small files.
 MAX_FILES = 64
 MAX_BYTES = 4 * 1024 * 1024
 
 _KINDS = ("protocol", "metaData", "commitInfo")
-# Java's `\s` (the Spark path's regex), not Python's Unicode whitespace.
-_ACTION_KEY = re.compile(r'^[ \t\n\x0b\f\r]*\{[ \t\n\x0b\f\r]*"([A-Za-z_][A-Za-z0-9_]*)"[ \t\n\x0b\f\r]*:')
+# The Spark path's regex with Java's `\s`, not Python's Unicode whitespace.
+_ACTION_KEY = re.compile(ACTION_KEY.replace(r"\s", r"[ \t\n\x0b\f\r]"))
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Hadoop's line reader
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
@@ -110,7 +111,7 @@ def _actions_of(text: str) -> list[dict[str, Any]]:
     """The protocol/metaData/commitInfo values of one file's lines, selected as the Spark path does."""
     found = []
     for line in _LINE_BREAK.split(text):
-        if line.startswith(('{"add":', '{"remove":')) or line.strip(" ") == "":
+        if line.startswith(FILE_ACTION_PREFIXES) or line.strip(" ") == "":
             continue
         key = _ACTION_KEY.match(line)
         if key is None:
