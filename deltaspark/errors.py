@@ -246,3 +246,24 @@ class VacuumLiteError(DeltaSparkError):
 
 class InvalidInventoryError(InvalidArgumentError):
     """A vacuum inventory without the columns `path, length, isDir, modificationTime`."""
+
+
+class IcebergTableNotFoundError(TableNotFoundError):
+    """The path holds no Iceberg table metadata (no `metadata/` folder or no metadata JSON in it)."""
+
+    def __init__(self, path: str, reason: str = "no metadata/*.metadata.json") -> None:
+        self.path = path
+        DeltaSparkError.__init__(self, f"Not an Iceberg table: {path} ({reason})")
+
+
+class CorruptIcebergMetadataError(DeltaSparkError):
+    """An Iceberg metadata file (table metadata JSON, manifest list, manifest, Puffin) cannot be
+    interpreted; the message names the file."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path, self.reason = path, reason
+        super().__init__(f"Corrupt Iceberg metadata file {path}: {reason}")
+
+
+class SnapshotNotFoundError(DeltaSparkError):
+    """An Iceberg snapshot id, ref name or timestamp that names no snapshot of the table."""

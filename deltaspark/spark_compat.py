@@ -105,7 +105,7 @@ def read_paths(spark: SparkSession, reader: Any, fmt: str, paths: list[str]) -> 
 
 # What deltaspark's executor code (deletion vectors, the distributed reader) imports in Spark's
 # Python workers; pandas because PySpark's Arrow UDFs refuse to start without it.
-WORKER_MODULES = ("pyarrow", "pyroaring", "pandas")
+WORKER_MODULES = ("pyarrow", "pyroaring", "pandas", "fastavro")
 _checked_workers: dict[str, str | None] = {}
 
 

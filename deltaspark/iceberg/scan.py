@@ -1,0 +1,267 @@
+"""The rows of an Iceberg snapshot: data files read on the executors, deletes applied by the spec's
+scope rules (Scan Planning):
+
+- a deletion vector applies to its `referenced_data_file` when the data file's data sequence
+  number is <= the vector's; position delete files apply the same way by the `file_path` in each of
+  their rows, but not to a file that has a deletion vector (v3: the vector holds them all);
+- an equality delete applies to a data file whose data sequence number is < the delete's, in the
+  same partition (spec id and values) or anywhere when the delete's spec is unpartitioned; a NULL
+  in a delete column matches a NULL (`<=>`).
+
+Position deletes are grouped per data file and handed to the task reading that file, so a file's
+rows are filtered where they are read; equality deletes are a left anti join per set of equality
+field ids. The driver only learns which kinds of delete exist (one small job over the delete
+manifests); no file list is collected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark import cloudpickle
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from deltaspark.errors import InvalidArgumentError, UnsupportedFeatureError
+from deltaspark.iceberg import data_reader, manifests
+from deltaspark.iceberg import types as ice_types
+from deltaspark.iceberg.table_metadata import Snapshot, TableMetadata
+from deltaspark.spark_compat import check_python_workers
+
+LINEAGE = ("_row_id", "_last_updated_sequence_number")
+_KEY_PATTERN = "^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?"
+
+cloudpickle.register_pickle_by_value(data_reader)
+
+
+def match_key(column: Column) -> Column:
+    """`relocation.match_key` as a Spark expression (same regex: Java and Python agree on it)."""
+    return F.regexp_replace(F.regexp_replace(column, _KEY_PATTERN, ""), "^/+", "/")
+
+
+def _arrow_schema(schema: T.StructType) -> Any:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        return to_arrow_schema(schema, timezone="UTC")
+    except TypeError:  # Spark 3.5's signature has no time zone
+        return to_arrow_schema(schema)
+
+
+_EXTRA_TYPES = {
+    "_row_id": T.LongType(),
+    "_last_updated_sequence_number": T.LongType(),
+    "_spec_id": T.IntegerType(),
+    "_partition": T.StringType(),
+    "_data_seq": T.LongType(),
+    "_file": T.StringType(),
+    "_pos": T.LongType(),
+}
+
+
+def _identity_map(metadata: TableMetadata) -> dict[str, dict[str, int]]:
+    return {
+        str(spec_id): {str(f.field_id): f.source_id for f in fields if f.transform == "identity"}
+        for spec_id, fields in metadata.specs.items()
+    }
+
+
+def read_files(
+    spark: SparkSession,
+    metadata: TableMetadata,
+    tasks: DataFrame,
+    schema: dict[str, Any],
+    extras: list[str],
+    required_ids: list[int] | None = None,
+) -> DataFrame:
+    """The rows of the files in `tasks` (entry columns plus optional `delete_positions` and `dv_*`)."""
+    spark_schema = ice_types.struct_type(schema)
+    for name in extras:
+        spark_schema = spark_schema.add(name, _EXTRA_TYPES[name], True)
+    columns = [
+        "file_path",
+        "file_format",
+        "record_count",
+        "spec_id",
+        "partition",
+        "sequence_number",
+        "first_row_id",
+    ]
+    optional = ["delete_positions", "dv_path", "dv_offset", "dv_length", "dv_cardinality"]
+    present = [c for c in optional if c in tasks.columns]
+    check_python_workers(spark)
+    reader = data_reader.data_file_reader(
+        schema,
+        _arrow_schema(spark_schema),
+        metadata.name_mapping(),
+        _identity_map(metadata),
+        extras,
+        required_ids,
+    )
+    return tasks.select(*columns, *present).mapInArrow(reader, spark_schema)
+
+
+def _unpartitioned_specs(metadata: TableMetadata) -> list[int]:
+    return [
+        spec_id for spec_id, fields in metadata.specs.items() if all(f.transform == "void" for f in fields)
+    ]
+
+
+def _field_paths(schema: dict[str, Any]) -> dict[int, list[str]]:
+    """Field id -> names from the top-level column down, for fields reachable through structs only."""
+    out: dict[int, list[str]] = {}
+
+    def walk(fields: list[dict[str, Any]], prefix: list[str]) -> None:
+        for f in fields:
+            out[int(f["id"])] = prefix + [f["name"]]
+            if isinstance(f["type"], dict) and f["type"].get("type") == "struct":
+                walk(f["type"]["fields"], prefix + [f["name"]])
+
+    walk(schema["fields"], [])
+    return out
+
+
+def _ref(alias: str, names: list[str]) -> Column:
+    return F.col(".".join([alias] + ["`" + n.replace("`", "``") + "`" for n in names]))
+
+
+def snapshot_rows(
+    spark: SparkSession,
+    metadata: TableMetadata,
+    snapshot: Snapshot | None,
+    rowLineage: bool = False,
+) -> DataFrame:
+    """The rows of `snapshot` in its schema (the table's current schema for the current snapshot)."""
+    schema = metadata.schema_for(snapshot)
+    extras = list(LINEAGE) if rowLineage else []
+    if rowLineage and metadata.format_version < 3:
+        raise InvalidArgumentError(
+            f"Row lineage (_row_id, _last_updated_sequence_number) exists in Iceberg v3 tables; "
+            f"{metadata.table_root} is format v{metadata.format_version}"
+        )
+    spark_schema = ice_types.struct_type(schema)
+    if snapshot is None:
+        for name in extras:
+            spark_schema = spark_schema.add(name, _EXTRA_TYPES[name], True)
+        return spark.createDataFrame([], spark_schema)
+    listed = manifests.manifests(spark, metadata, snapshot)
+    spread = listed.repartition(manifests.parallelism(spark)) if snapshot.manifest_list else listed
+    decoder = manifests.avro_decode.manifest_decoder(metadata.paths, manifests.spec_types(metadata))
+    data_files = (
+        spread.where(F.col("content") == 0)
+        .mapInArrow(decoder, manifests.ENTRY_SPARK_SCHEMA)
+        .where((F.col("status") != 2) & (F.col("content") == 0))
+        .withColumn("data_key", match_key(F.col("file_path")))
+    )
+    kinds: list[Any] = []
+    deletes = None
+    if metadata.format_version >= 2:
+        deletes = (
+            spread.where(F.col("content") == 1)
+            .mapInArrow(decoder, manifests.ENTRY_SPARK_SCHEMA)
+            .where((F.col("status") != 2) & (F.col("content") != 0))
+        )
+        kinds = (
+            deletes.groupBy("content", (F.col("file_format") == "PUFFIN").alias("puffin"), "equality_ids")
+            .count()
+            .collect()
+        )
+    tasks = data_files
+    dv_kinds = [k for k in kinds if k["content"] == 1 and k["puffin"]]
+    pos_kinds = [k for k in kinds if k["content"] == 1 and not k["puffin"]]
+    eq_sets = sorted({tuple(k["equality_ids"] or ()) for k in kinds if k["content"] == 2})
+    data_seq = tasks.select("data_key", F.col("sequence_number").alias("data_seq"))
+    if pos_kinds:
+        pos_files = deletes.where((F.col("content") == 1) & (F.col("file_format") != "PUFFIN"))
+        positions = pos_files.select("file_path", "file_format", "sequence_number").mapInArrow(
+            data_reader.position_delete_reader(metadata.paths),
+            T.StructType(
+                [
+                    T.StructField("data_key", T.StringType()),
+                    T.StructField("pos", T.LongType()),
+                    T.StructField("delete_seq", T.LongType()),
+                ]
+            ),
+        )
+        per_file = (
+            positions.join(data_seq, "data_key")
+            .where(F.col("delete_seq") >= F.col("data_seq"))
+            .groupBy("data_key")
+            .agg(F.collect_list("pos").alias("delete_positions"))
+        )
+        tasks = tasks.join(per_file, "data_key", "left")
+    if dv_kinds:
+        vectors = deletes.where((F.col("content") == 1) & (F.col("file_format") == "PUFFIN")).select(
+            match_key(F.col("referenced_data_file")).alias("data_key"),
+            F.struct(
+                F.col("sequence_number").alias("dv_seq"),
+                F.col("file_path").alias("dv_path"),
+                F.col("content_offset").alias("dv_offset"),
+                F.col("content_size_in_bytes").alias("dv_length"),
+                F.col("record_count").alias("dv_cardinality"),
+            ).alias("dv"),
+        )
+        applicable = (
+            vectors.join(data_seq, "data_key")
+            .where(F.col("dv.dv_seq") >= F.col("data_seq"))
+            .groupBy("data_key")
+            .agg(F.max_by("dv", "dv.dv_seq").alias("dv"))
+        )
+        tasks = (
+            tasks.join(applicable, "data_key", "left")
+            .select("*", "dv.dv_path", "dv.dv_offset", "dv.dv_length", "dv.dv_cardinality")
+            .drop("dv")
+        )
+    tasks = tasks.repartition(manifests.parallelism(spark))
+    eq_extras = ["_spec_id", "_partition", "_data_seq"] if eq_sets else []
+    rows = read_files(spark, metadata, tasks, schema, extras + eq_extras)
+    if eq_sets:
+        rows = _apply_equality_deletes(spark, metadata, schema, deletes, eq_sets, rows)
+        rows = rows.drop(*eq_extras)
+    return rows
+
+
+def _apply_equality_deletes(
+    spark: SparkSession,
+    metadata: TableMetadata,
+    schema: dict[str, Any],
+    deletes: DataFrame,
+    eq_sets: list[tuple[int, ...]],
+    rows: DataFrame,
+) -> DataFrame:
+    paths = _field_paths(schema)
+    global_specs = _unpartitioned_specs(metadata)
+    for ids in eq_sets:
+        missing = [i for i in ids if i not in paths]
+        if not ids or missing:
+            raise UnsupportedFeatureError(
+                f"Equality deletes of {metadata.table_root} use field ids {list(ids)}; "
+                + (
+                    f"{missing} are not columns (or struct fields) of the schema read"
+                    if missing
+                    else "none given"
+                ),
+                ["iceberg-equality-delete-fields"],
+            )
+        tops = {paths[i][0] for i in ids}
+        sub_schema = {"type": "struct", "fields": [f for f in schema["fields"] if f["name"] in tops]}
+        files = deletes.where(
+            (F.col("content") == 2) & (F.col("equality_ids") == F.array(*[F.lit(i) for i in ids]))
+        )
+        delete_rows = read_files(
+            spark, metadata, files, sub_schema, ["_spec_id", "_partition", "_data_seq"], list(ids)
+        )
+        condition = None
+        for i in ids:
+            term = _ref("r", paths[i]).eqNullSafe(_ref("d", paths[i]))
+            condition = term if condition is None else condition & term
+        same_partition = (F.col("d._spec_id") == F.col("r._spec_id")) & (
+            F.col("d._partition") == F.col("r._partition")
+        )
+        scope = same_partition
+        if global_specs:
+            scope = F.col("d._spec_id").isin(global_specs) | same_partition
+        condition = condition & (F.col("d._data_seq") > F.col("r._data_seq")) & scope
+        rows = rows.alias("r").join(delete_rows.alias("d"), condition, "left_anti")
+    return rows
