@@ -7,7 +7,6 @@ Spark Connect server. Output is human-readable tables, or JSON with `--json`.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import logging
 import os
@@ -16,6 +15,8 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from deltaspark import cli_iceberg
+from deltaspark.cli_output import _emit_json, _human_bytes, _print_rows
 from deltaspark.errors import DeltaSparkError, InvalidArgumentError
 from deltaspark.features.schema import tree_string
 
@@ -48,15 +49,6 @@ def _snapshot(spark, args: argparse.Namespace):  # noqa: ANN001, ANN202
     table = DeltaTable.forPath(spark, args.path)
     timestamp: Any = args.timestamp
     return table.snapshot(version=args.version, timestamp=timestamp)
-
-
-def _human_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
-        size /= 1024
-    return f"{n} B"
 
 
 def describe_table(snapshot) -> dict[str, Any]:  # noqa: ANN001
@@ -107,40 +99,6 @@ def _print_describe(facts: dict[str, Any], schema_tree: str) -> None:
         print(f"{key.ljust(width)}  {value}")
     print("Schema")
     print(schema_tree.rstrip())
-
-
-def _print_rows(rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
-    def cell(value: Any, nested: bool = False) -> str:
-        if isinstance(value, dict):
-            return ", ".join(f"{k}={cell(v, True)}" for k, v in value.items())
-        if isinstance(value, dt.datetime):
-            return value.isoformat(sep=" ", timespec="seconds")
-        if value is None:
-            return "null" if nested else ""
-        return _shorten(str(value))
-
-    table = [[cell(r.get(c)) for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(t[i]) for t in table]) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
-    print("  ".join("-" * w for w in widths))
-    for t in table:
-        print("  ".join(v.ljust(w) for v, w in zip(t, widths, strict=True)))
-
-
-MAX_CELL = 72
-
-
-def _shorten(text: str) -> str:
-    """A long value (a path under deep partition folders) cut in the middle, to keep columns readable."""
-    if len(text) <= MAX_CELL:
-        return text
-    keep = (MAX_CELL - 3) // 2
-    return text[:keep] + "..." + text[-keep:]
-
-
-def _emit_json(rows: Any) -> None:
-    for row in rows:
-        print(json.dumps(row, default=str))
 
 
 def cmd_describe(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
@@ -556,6 +514,8 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("path")
     conv.add_argument("--partition-schema", help='partition columns as DDL, e.g. "day DATE, region STRING"')
     conv.set_defaults(func=cmd_convert)
+
+    cli_iceberg.add_commands(commands)
 
     demo = commands.add_parser("demo", help="build a sample table and run the other commands on it")
     demo.add_argument("--path", help="folder to build the sample table in (default: a new temp folder)")

@@ -28,8 +28,9 @@ LAYERS = [
     ("operations",),
     ("audit",),
     ("table",),
+    ("iceberg",),
     ("demo",),
-    ("cli",),
+    ("cli_output", "cli_iceberg", "cli"),
     ("__init__",),
 ]
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltaspark.features import dv_codec
+from deltaspark.iceberg import puffin
 from deltaspark.iceberg.relocation import PathMap, match_key
 from deltaspark.iceberg.types import from_json
 from deltaspark.read.arrow_file_reader import FIELD_ID, open_file
@@ -204,10 +205,9 @@ def _dv_positions(row: dict[str, Any]) -> Any:
                 length = handle.size() - offset
             handle.seek(offset)
             blob = handle.read(length)
-        if len(blob) != length or length < 12:
+        if len(blob) != length:
             raise dv_codec.DeletionVectorError(f"{where}: truncated ({len(blob)} of {length} bytes)")
-        data = dv_codec.unframe(blob, length - 8, where)
-        bitmap = dv_codec.decode_bitmap(data, where)
+        bitmap = puffin.deletion_vector(blob, where)
     except dv_codec.DeletionVectorError as exc:
         raise IcebergReadError(f"deltaspark: data file {row['file_path']}: {exc}") from exc
     except FileNotFoundError as exc:

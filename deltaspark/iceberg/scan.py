@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deltaspark.errors import InvalidArgumentError, UnsupportedFeatureError
-from deltaspark.iceberg import data_reader, manifests
+from deltaspark.iceberg import data_reader, manifests, puffin
 from deltaspark.iceberg import types as ice_types
 from deltaspark.iceberg.table_metadata import Snapshot, TableMetadata
 from deltaspark.spark_compat import check_python_workers
@@ -33,6 +33,7 @@ LINEAGE = ("_row_id", "_last_updated_sequence_number")
 _KEY_PATTERN = "^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?"
 
 cloudpickle.register_pickle_by_value(data_reader)
+cloudpickle.register_pickle_by_value(puffin)
 
 
 def match_key(column: Column) -> Column:
