@@ -19,9 +19,11 @@ from deltaspark.errors import (
     ConcurrentModificationError,
     ConcurrentTransactionError,
     CorruptDataFileError,
+    CorruptIcebergMetadataError,
     CorruptLogError,
     DeletionVectorError,
     DeltaSparkError,
+    IcebergTableNotFoundError,
     InvalidArgumentError,
     InvalidInventoryError,
     InvariantViolationError,
@@ -31,6 +33,7 @@ from deltaspark.errors import (
     NonContiguousVersionsError,
     PermissionDeniedError,
     ProtocolChangedError,
+    SnapshotNotFoundError,
     StorageError,
     TableAlreadyExistsError,
     TableNotFoundError,
@@ -49,12 +52,18 @@ from deltaspark.errors import (
 from deltaspark.features.identity_columns import IdentityGenerator
 from deltaspark.features.metadata import Metadata
 from deltaspark.features.protocol import Protocol
+from deltaspark.iceberg import IcebergSnapshot, IcebergTable
 from deltaspark.snapshot import Snapshot
 from deltaspark.table import CommitResult, DeltaTable, DeltaTableBuilder, write
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CorruptIcebergMetadataError",
+    "IcebergSnapshot",
+    "IcebergTable",
+    "IcebergTableNotFoundError",
+    "SnapshotNotFoundError",
     "AppendOnlyTableError",
     "AuditReport",
     "ChangeDataNotRecordedError",

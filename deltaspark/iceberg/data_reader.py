@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -224,14 +225,16 @@ def _dv_positions(row: dict[str, Any]) -> Any:
 
 
 def _keep_mask(row: dict[str, Any], count: int) -> pa.Array | None:
-    deleted: set[int] = set()
+    """Which of the file's `count` rows survive its deletion vector or position deletes (None: all)."""
     if row.get("dv_path"):
-        deleted = set(_dv_positions(row))
+        deleted = pa.array(_dv_positions(row).to_array(), pa.int64()) if count else None
     elif row.get("delete_positions"):
-        deleted = set(row["delete_positions"])
-    if not deleted:
+        deleted = pa.array(row["delete_positions"], pa.int64())
+    else:
         return None
-    return pa.array([i not in deleted for i in range(count)], pa.bool_())
+    if deleted is None or len(deleted) == 0:
+        return None
+    return pc.invert(pc.is_in(pa.array(np.arange(count, dtype=np.int64)), value_set=deleted))
 
 
 # ---- the task function ---------------------------------------------------------------------------
@@ -308,7 +311,7 @@ def _read_one(row, schema, target, mapping, identity, extras, required_ids):  # 
             arrays.append(_missing(f, target_field.type, ctx))
         else:
             arrays.append(_project(stored, f["type"], ids[int(f["id"])][1], target_field.type, ctx))
-    positions = pa.array(range(count), pa.int64())
+    positions = pa.array(np.arange(count, dtype=np.int64))
     for name in extras:
         if name == "_row_id":
             first = row.get("first_row_id")
