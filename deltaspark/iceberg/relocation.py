@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_SCHEME_AUTHORITY = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?")
+SCHEME_AUTHORITY = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?")
 
 
 def strip_scheme(path: str) -> str:
     """The path part of a URI: `hdfs://nn:8020/a/b` and `file:///a/b` and `/a/b` all give `/a/b`."""
-    stripped = _SCHEME_AUTHORITY.sub("", path, count=1)
+    stripped = SCHEME_AUTHORITY.sub("", path, count=1)
     if stripped.startswith("//"):
         stripped = "/" + stripped.lstrip("/")
     return stripped

@@ -26,11 +26,12 @@ from pyspark.sql import types as T
 from deltaspark.errors import InvalidArgumentError, UnsupportedFeatureError
 from deltaspark.iceberg import data_reader, manifests, puffin
 from deltaspark.iceberg import types as ice_types
+from deltaspark.iceberg.relocation import SCHEME_AUTHORITY
 from deltaspark.iceberg.table_metadata import Snapshot, TableMetadata
 from deltaspark.spark_compat import check_python_workers
 
 LINEAGE = ("_row_id", "_last_updated_sequence_number")
-_KEY_PATTERN = "^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?"
+_KEY_PATTERN = SCHEME_AUTHORITY.pattern  # the one rule, applied by Spark here and Python there
 
 cloudpickle.register_pickle_by_value(data_reader)
 cloudpickle.register_pickle_by_value(puffin)
