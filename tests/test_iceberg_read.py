@@ -291,6 +291,7 @@ def _copy(name: str, tmp_path: Path) -> tuple[Path, ic.Table]:
     return iceberg_copy.relocated_copy(info.path, list(info.prefixes), tmp_path / name), info
 
 
+@pytest.mark.connect  # metadata through pyarrow.fs on the client, manifests and rows in Connect tasks
 def test_relocated_copy_reads_without_a_map(spark, tmp_path) -> None:  # noqa: ANN001
     copy, info = _copy("impala-iceberg_v3_deletion_vectors", tmp_path)
     assert IcebergTable.forPath(spark, str(copy)).toDF().count() == info.rows[info.current]
