@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deltaspark import cli_iceberg
-from deltaspark.cli_output import _emit_json, _human_bytes, _print_rows
+from deltaspark.cli_output import _emit_json, _human_bytes, _print_rows, print_files
 from deltaspark.errors import DeltaSparkError, InvalidArgumentError
 from deltaspark.features.schema import tree_string
 
@@ -129,17 +129,9 @@ def cmd_files(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
         F.col("deletionVector.cardinality").alias("deletedRows"),
         "modificationTime",
     )
-    if args.json:
-        _emit_json(r.asDict(recursive=True) for r in files.toLocalIterator())
-        return 0
-    total = files.count()
-    rows = [r.asDict(recursive=True) for r in files.orderBy("path").limit(args.limit).collect()]
-    print(
-        f"{total:,} file(s) at version {snap.version}"
-        + (f"; first {len(rows)} by path" if total > len(rows) else "")
-    )
     columns = ["path", "size", "partitionValues", "numRecords", "deletedRows"]
-    _print_rows(rows, columns if partitions else [c for c in columns if c != "partitionValues"])
+    columns = columns if partitions else [c for c in columns if c != "partitionValues"]
+    print_files(files, args.json, "path", args.limit, f"at version {snap.version}", columns)
     return 0
 
 

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from deltaspark.cli_output import _emit_json, _human_bytes, _print_rows, print_files
+
 
 def _table(spark, args: argparse.Namespace):  # noqa: ANN001, ANN202
     from deltaspark.iceberg import IcebergTable
@@ -71,7 +73,6 @@ def describe_facts(table, snapshot) -> dict[str, Any]:  # noqa: ANN001
 
 
 def cmd_describe(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
-    from deltaspark.cli_output import _human_bytes
 
     table, snapshot = _snapshot(spark, args)
     facts = describe_facts(table, snapshot)
@@ -94,8 +95,6 @@ def cmd_describe(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
 def cmd_files(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from pyspark.sql import functions as F
 
-    from deltaspark.cli_output import _emit_json, _print_rows
-
     _, snapshot = _snapshot(spark, args)
     content = F.element_at(
         F.create_map(
@@ -114,23 +113,13 @@ def cmd_files(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
         "file_size_in_bytes",
         "sequence_number",
     )
-    if args.json:
-        _emit_json(r.asDict(recursive=True) for r in files.toLocalIterator())
-        return 0
-    total = files.count()
-    rows = [r.asDict(recursive=True) for r in files.orderBy("file_path").limit(args.limit).collect()]
-    print(
-        f"{total:,} file(s) in snapshot {snapshot.snapshotId}"
-        + (f"; first {len(rows)} by path" if total > len(rows) else "")
-    )
-    _print_rows(rows, ["file_path", "content", "partition", "record_count", "file_size_in_bytes"])
+    columns = ["file_path", "content", "partition", "record_count", "file_size_in_bytes"]
+    print_files(files, args.json, "file_path", args.limit, f"in snapshot {snapshot.snapshotId}", columns)
     return 0
 
 
 def cmd_history(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from pyspark.sql import functions as F
-
-    from deltaspark.cli_output import _emit_json, _print_rows
 
     table = _table(spark, args)
     snaps = table.snapshots().select("snapshot_id", "sequence_number", "operation", "summary")

@@ -49,3 +49,16 @@ def _shorten(text: str) -> str:
 def _emit_json(rows: Any) -> None:
     for row in rows:
         print(json.dumps(row, default=str))
+
+
+def print_files(
+    files: Any, json_lines: bool, order_by: str, limit: int, heading: str, columns: Sequence[str]
+) -> None:
+    """A file listing: every file as a JSON line, or the count and the first `limit` by path."""
+    if json_lines:
+        _emit_json(r.asDict(recursive=True) for r in files.toLocalIterator())
+        return
+    total = files.count()
+    rows = [r.asDict(recursive=True) for r in files.orderBy(order_by).limit(limit).collect()]
+    print(f"{total:,} file(s) {heading}" + (f"; first {len(rows)} by path" if total > len(rows) else ""))
+    _print_rows(rows, columns)

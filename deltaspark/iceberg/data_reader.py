@@ -224,17 +224,17 @@ def _dv_positions(row: dict[str, Any]) -> Any:
     return bitmap
 
 
-def _keep_mask(row: dict[str, Any], count: int) -> pa.Array | None:
-    """Which of the file's `count` rows survive its deletion vector or position deletes (None: all)."""
+def _keep_mask(row: dict[str, Any], positions: pa.Array) -> pa.Array | None:
+    """Which rows (at `positions`) survive the deletion vector or position deletes; None: all."""
     if row.get("dv_path"):
-        deleted = pa.array(_dv_positions(row).to_array(), pa.int64()) if count else None
+        deleted = pa.array(_dv_positions(row).to_array(), pa.int64())
     elif row.get("delete_positions"):
         deleted = pa.array(row["delete_positions"], pa.int64())
     else:
         return None
-    if deleted is None or len(deleted) == 0:
+    if len(deleted) == 0:
         return None
-    return pc.invert(pc.is_in(pa.array(np.arange(count, dtype=np.int64)), value_set=deleted))
+    return pc.invert(pc.is_in(positions, value_set=deleted))
 
 
 # ---- the task function ---------------------------------------------------------------------------
@@ -263,6 +263,13 @@ def data_file_reader(
                 yield from _read_one(row, schema, target, mapping, identity, extras, required_ids)
 
     return read
+
+
+def _materialized_or(stored: Any, inherited: pa.Array) -> pa.Array:
+    """A row-lineage column: the value the file stores where it is not null, else the inherited one."""
+    if stored is None:
+        return inherited
+    return pc.coalesce(stored.combine_chunks().cast(pa.int64()), inherited)
 
 
 def _read_one(row, schema, target, mapping, identity, extras, required_ids):  # noqa: ANN001, ANN202
@@ -316,20 +323,10 @@ def _read_one(row, schema, target, mapping, identity, extras, required_ids):  # 
         if name == "_row_id":
             first = row.get("first_row_id")
             inherited = pc.add(positions, first) if first is not None else pa.nulls(count, pa.int64())
-            stored = column(ROW_ID_FIELD_ID)
-            arrays.append(
-                pc.coalesce(stored.combine_chunks().cast(pa.int64()), inherited)
-                if stored is not None
-                else inherited
-            )
+            arrays.append(_materialized_or(column(ROW_ID_FIELD_ID), inherited))
         elif name == "_last_updated_sequence_number":
             inherited = pa.array([row.get("sequence_number")] * count, pa.int64())
-            stored = column(LAST_UPDATED_FIELD_ID)
-            arrays.append(
-                pc.coalesce(stored.combine_chunks().cast(pa.int64()), inherited)
-                if stored is not None
-                else inherited
-            )
+            arrays.append(_materialized_or(column(LAST_UPDATED_FIELD_ID), inherited))
         elif name == "_spec_id":
             arrays.append(pa.array([row.get("spec_id")] * count, pa.int32()))
         elif name == "_partition":
@@ -343,7 +340,7 @@ def _read_one(row, schema, target, mapping, identity, extras, required_ids):  # 
         else:
             raise ValueError(name)
     out = pa.Table.from_arrays(arrays, schema=target)
-    keep = _keep_mask(row, count)
+    keep = _keep_mask(row, positions)
     if keep is not None:
         out = out.filter(keep)
     yield from out.to_batches(max_chunksize=65536)
