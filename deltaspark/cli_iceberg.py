@@ -96,12 +96,10 @@ def cmd_files(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from pyspark.sql import functions as F
 
     _, snapshot = _snapshot(spark, args)
-    content = F.element_at(
-        F.create_map(
-            F.lit(0), F.lit("DATA"), F.lit(1), F.lit("POSITION_DELETES"), F.lit(2), F.lit("EQUALITY_DELETES")
-        ),
-        F.col("content"),
-    )
+    from deltaspark.iceberg.table import CONTENT_NAMES
+
+    names = F.create_map(*[F.lit(x) for pair in CONTENT_NAMES.items() for x in pair])
+    content = F.element_at(names, F.col("content"))
     files = snapshot.files().select(
         "file_path",
         F.when(F.col("file_format") == "PUFFIN", F.lit("DELETION_VECTOR"))

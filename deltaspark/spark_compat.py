@@ -153,3 +153,13 @@ def check_python_workers(spark: SparkSession) -> None:
             "the Spark session starts (or spark.pyspark.python with spark-submit), or install deltaspark "
             f"into that Python"
         )
+
+
+def arrow_schema(schema: Any) -> Any:
+    """The Arrow schema `mapInArrow` must return for a Spark schema, timestamps in UTC."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        return to_arrow_schema(schema, timezone="UTC")  # Spark 4: time zone for timestamp columns
+    except TypeError:  # Spark 3.5's signature has no time zone
+        return to_arrow_schema(schema)

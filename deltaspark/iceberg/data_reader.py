@@ -93,8 +93,9 @@ def _ids_of(fields: list[pa.Field], mapping: list[dict[str, Any]] | None) -> dic
     out: dict[int, tuple[int, Any]] = {}
     for index, f in enumerate(fields):
         mapped_id, children = _mapped_id(f.name, mapping)
-        if stored_id(f) is not None:
-            out[stored_id(f)] = (index, children)
+        field_id = stored_id(f)
+        if field_id is not None:
+            out[field_id] = (index, children)
         elif mapped_id is not None:
             out[int(mapped_id)] = (index, children)
     return out

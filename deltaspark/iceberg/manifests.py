@@ -11,6 +11,7 @@ from typing import Any
 
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deltaspark.iceberg import avro_decode, relocation
@@ -76,10 +77,15 @@ def manifests(spark: SparkSession, metadata: TableMetadata, snapshot: Snapshot) 
     return spark.createDataFrame(rows or [], MANIFEST_SPARK_SCHEMA)
 
 
-def entries(spark: SparkSession, metadata: TableMetadata, snapshot: Snapshot) -> DataFrame:
-    """Every manifest entry of the snapshot (ADDED, EXISTING and DELETED), inheritance applied."""
+def entries(
+    spark: SparkSession, metadata: TableMetadata, snapshot: Snapshot, manifest_content: int | None = None
+) -> DataFrame:
+    """Every manifest entry of the snapshot (ADDED, EXISTING and DELETED), inheritance applied;
+    `manifest_content` 0 or 1 decodes only the data or only the delete manifests."""
     listed = manifests(spark, metadata, snapshot)
     spread = listed.repartition(parallelism(spark)) if snapshot.manifest_list else listed
+    if manifest_content is not None:
+        spread = spread.where(F.col("content") == manifest_content)
     return spread.mapInArrow(
         avro_decode.manifest_decoder(metadata.paths, spec_types(metadata)), ENTRY_SPARK_SCHEMA
     )

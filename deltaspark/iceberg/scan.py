@@ -28,7 +28,7 @@ from deltaspark.iceberg import data_reader, manifests, puffin
 from deltaspark.iceberg import types as ice_types
 from deltaspark.iceberg.relocation import SCHEME_AUTHORITY
 from deltaspark.iceberg.table_metadata import Snapshot, TableMetadata
-from deltaspark.spark_compat import check_python_workers
+from deltaspark.spark_compat import arrow_schema, check_python_workers
 
 LINEAGE = ("_row_id", "_last_updated_sequence_number")
 _KEY_PATTERN = SCHEME_AUTHORITY.pattern  # the one rule, applied by Spark here and Python there
@@ -42,15 +42,6 @@ def match_key(column: Column) -> Column:
     return F.regexp_replace(F.regexp_replace(column, _KEY_PATTERN, ""), "^/+", "/")
 
 
-def _arrow_schema(schema: T.StructType) -> Any:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    try:
-        return to_arrow_schema(schema, timezone="UTC")
-    except TypeError:  # Spark 3.5's signature has no time zone
-        return to_arrow_schema(schema)
-
-
 _EXTRA_TYPES = {
     "_row_id": T.LongType(),
     "_last_updated_sequence_number": T.LongType(),
@@ -60,6 +51,14 @@ _EXTRA_TYPES = {
     "_file": T.StringType(),
     "_pos": T.LongType(),
 }
+
+
+def _output_schema(schema: dict[str, Any], extras: list[str]) -> T.StructType:
+    """The Spark schema of rows read in `schema`, followed by the requested extra columns."""
+    out = ice_types.struct_type(schema)
+    for name in extras:
+        out = out.add(name, _EXTRA_TYPES[name], True)
+    return out
 
 
 def _identity_map(metadata: TableMetadata) -> dict[str, dict[str, int]]:
@@ -78,9 +77,7 @@ def read_files(
     required_ids: list[int] | None = None,
 ) -> DataFrame:
     """The rows of the files in `tasks` (entry columns plus optional `delete_positions` and `dv_*`)."""
-    spark_schema = ice_types.struct_type(schema)
-    for name in extras:
-        spark_schema = spark_schema.add(name, _EXTRA_TYPES[name], True)
+    spark_schema = _output_schema(schema, extras)
     columns = [
         "file_path",
         "file_format",
@@ -95,7 +92,7 @@ def read_files(
     check_python_workers(spark)
     reader = data_reader.data_file_reader(
         schema,
-        _arrow_schema(spark_schema),
+        arrow_schema(spark_schema),
         metadata.name_mapping(),
         _identity_map(metadata),
         extras,
@@ -142,27 +139,18 @@ def snapshot_rows(
             f"Row lineage (_row_id, _last_updated_sequence_number) exists in Iceberg v3 tables; "
             f"{metadata.table_root} is format v{metadata.format_version}"
         )
-    spark_schema = ice_types.struct_type(schema)
     if snapshot is None:
-        for name in extras:
-            spark_schema = spark_schema.add(name, _EXTRA_TYPES[name], True)
-        return spark.createDataFrame([], spark_schema)
-    listed = manifests.manifests(spark, metadata, snapshot)
-    spread = listed.repartition(manifests.parallelism(spark)) if snapshot.manifest_list else listed
-    decoder = manifests.avro_decode.manifest_decoder(metadata.paths, manifests.spec_types(metadata))
+        return spark.createDataFrame([], _output_schema(schema, extras))
     data_files = (
-        spread.where(F.col("content") == 0)
-        .mapInArrow(decoder, manifests.ENTRY_SPARK_SCHEMA)
+        manifests.entries(spark, metadata, snapshot, manifest_content=0)
         .where((F.col("status") != 2) & (F.col("content") == 0))
         .withColumn("data_key", match_key(F.col("file_path")))
     )
     kinds: list[Any] = []
     deletes = None
     if metadata.format_version >= 2:
-        deletes = (
-            spread.where(F.col("content") == 1)
-            .mapInArrow(decoder, manifests.ENTRY_SPARK_SCHEMA)
-            .where((F.col("status") != 2) & (F.col("content") != 0))
+        deletes = manifests.entries(spark, metadata, snapshot, manifest_content=1).where(
+            (F.col("status") != 2) & (F.col("content") != 0)
         )
         kinds = (
             deletes.groupBy("content", (F.col("file_format") == "PUFFIN").alias("puffin"), "equality_ids")

@@ -15,8 +15,7 @@ from deltaspark.iceberg import manifests, scan, table_metadata
 from deltaspark.iceberg import types as ice_types
 from deltaspark.iceberg.table_metadata import Snapshot, TableMetadata
 
-CONTENT_NAMES = {0: "DATA", 1: "POSITION_DELETES", 2: "EQUALITY_DELETES"}
-STATUS_NAMES = {0: "EXISTING", 1: "ADDED", 2: "DELETED"}
+CONTENT_NAMES = {0: "DATA", 1: "POSITION_DELETES", 2: "EQUALITY_DELETES"}  # manifest entry `content`
 
 
 def _timestamp_ms(value: Any) -> int:

@@ -172,9 +172,7 @@ def _hinted(metadata_dir: str, names: list[str]) -> str | None:
         if not text.isdigit():
             return None
         version = int(text)
-        by_version = {
-            number: name for name in names if (v := _version_of(name)) and v[0] == 1 for number in [v[1]]
-        }
+        by_version = {v[1]: name for name in names if (v := _version_of(name)) and v[0] == 1}
         if version not in by_version:
             return None
         while version + 1 in by_version:

@@ -17,14 +17,13 @@ from pyspark import cloudpickle
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from deltaspark import errors
 from deltaspark.features.column_mapping import ID_KEY, physical_name
 from deltaspark.log.paths import canonical_path
 from deltaspark.read import arrow_file_reader
-from deltaspark.spark_compat import check_python_workers, conf_get
+from deltaspark.spark_compat import arrow_schema, check_python_workers, conf_get
 
 cloudpickle.register_pickle_by_value(arrow_file_reader)
 cloudpickle.register_pickle_by_value(errors)
@@ -91,10 +90,7 @@ def read_distributed(
         columns.append(
             {"kind": "row_tracking", "row_id_column": row_id_column, "commit_column": commit_column}
         )
-    try:
-        target = to_arrow_schema(output, timezone="UTC")  # Spark 4: time zone for timestamp columns
-    except TypeError:  # Spark 3.5's signature has no time zone
-        target = to_arrow_schema(output)
+    target = arrow_schema(output)
     dv = (
         F.col("deletionVector")
         if apply_deletion_vectors
