@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+import os
 import struct
 import uuid
 from pathlib import Path
@@ -37,6 +38,27 @@ PYICEBERG_CANNOT = {
     "impala-trino_nested_variant": "variant type",
 }
 EQUALITY_DELETES = "equality deletes (pyiceberg: not supported)"
+
+# CI reads one table per feature, every snapshot (CI time: the whole sweep is about 4 minutes);
+# DELTASPARK_ICEBERG_ALL_TABLES=1 reads all 58. test_iceberg_read.py covers more in both suites.
+SUBSET = {
+    "dremio-table_with_delete",  # v2 position deletes, identity partitions
+    "duckdb-add_columns_with_defaults",  # initial-default of every primitive type, uuid, time, fixed
+    "duckdb-iceberg_v1_deprecated",  # v1 inline manifest list
+    "duckdb-name_mapping",  # name mapping, drop and re-add with a new id
+    "duckdb-partition_decimal_hugeint",  # identity partition value only in metadata, decimal(38)
+    "duckdb-struct_filter_issue",  # nested types, hour transform on a nested field, a tag
+    "icebird-spark_rename_column",  # rename, bucket, NULL partition values
+    "impala-iceberg_alltypes_part",  # migrated Hive table: name mapping, partition values in metadata
+    "impala-iceberg_legacy_partition_schema_evolution",  # type promotion
+    "impala-iceberg_mixed_file_format_test",  # ORC and Parquet data files, ORC field ids
+    "impala-iceberg_v2_delete_equality_partition_evolution",  # equality deletes across spec changes
+    "impala-iceberg_v2_partitioned_position_deletes_orc",  # ORC position deletes
+    "impala-iceberg_v3_row_lineage",  # v3 first_row_id inheritance, replace snapshot
+    "impala-iceberg_v3_test_complex_default",  # struct defaults
+    "impala-trino_variant",  # variant (Spark 4)
+}
+ALL = os.environ.get("DELTASPARK_ICEBERG_ALL_TABLES", "") == "1"
 
 
 def _null_headers(row: dict[str, Any]) -> dict[str, Any]:
@@ -121,6 +143,8 @@ def copies(tmp_path_factory) -> Path:  # noqa: ANN001
 # versions; test_iceberg_read.py exercises the 3.5 side (types, joins, Arrow schemas) on both.
 @pytest.mark.parametrize("name", _names())
 def test_every_snapshot_reads_as_published(spark, copies, name) -> None:  # noqa: ANN001
+    if name not in SUBSET and not ALL:
+        pytest.skip("not in the CI subset; DELTASPARK_ICEBERG_ALL_TABLES=1 reads every table")
     table_info = _table(name)
     assert table_info.rows or table_info.current is None, "the README gives rows of every snapshot"
     table = IcebergTable.forPath(
