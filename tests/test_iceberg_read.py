@@ -105,6 +105,9 @@ def test_rows_the_source_project_expects(spark, name, snapshot_id, columns, expe
     assert _rows(df, *columns) == sorted(expected, key=repr)
 
 
+@pytest.mark.one_suite(
+    "4.x"
+)  # CI time: the same joins and reads run in the 3.5 suite via the literal-row cases
 def test_equality_deletes_on_an_evolved_schema(spark) -> None:  # noqa: ANN001
     table = _open(spark, "impala-iceberg_v2_equality_delete_schema_evolution")
     current = table.toDF()
@@ -128,6 +131,9 @@ def test_row_lineage_inherited_and_materialized(spark) -> None:  # noqa: ANN001
         _open(spark, "impala-iceberg_v2_delete_positional").toDF(rowLineage=True)
 
 
+@pytest.mark.one_suite(
+    "4.x"
+)  # CI time: the same joins and reads run in the 3.5 suite via the literal-row cases
 def test_filter_is_applied(spark) -> None:  # noqa: ANN001
     table = _open(spark, "impala-iceberg_v2_positional_not_all_data_files_have_delete_files")
     assert table.toDF("i < 4").count() == 3
@@ -362,6 +368,7 @@ def test_files_without_field_ids_or_name_mapping_are_refused(spark, tmp_path) ->
 
 
 # ---- command line ----------------------------------------------------------------------------------
+@pytest.mark.one_suite("4.x")  # the command line is Python over the API both suites test
 def test_cli_describe_files_history(spark, capsys) -> None:  # noqa: ANN001
     from deltaspark.cli import main
 
