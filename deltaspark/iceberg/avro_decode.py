@@ -37,6 +37,19 @@ MANIFEST_FIELDS = [
     ("deleted_rows_count", pa.int64()),
     ("first_row_id", pa.int64()),
     ("has_key_metadata", pa.bool_()),
+    (
+        "partitions",  # per partition field of the manifest's spec: summaries of its values
+        pa.list_(
+            pa.struct(
+                [
+                    ("contains_null", pa.bool_()),
+                    ("contains_nan", pa.bool_()),
+                    ("lower_bound", pa.binary()),
+                    ("upper_bound", pa.binary()),
+                ]
+            )
+        ),
+    ),
 ]
 _INT_LONG = pa.map_(pa.int32(), pa.int64())
 _INT_BIN = pa.map_(pa.int32(), pa.binary())
@@ -131,12 +144,20 @@ def manifest_list_decoder(paths: PathMap):  # noqa: ANN201 - a mapInArrow functi
                             "deleted_rows_count": m.get("deleted_rows_count"),
                             "first_row_id": m.get("first_row_id"),
                             "has_key_metadata": m.get("key_metadata") is not None,
+                            "partitions": _summaries(m.get("partitions")),
                         }
                     )
                 if out:
                     yield pa.RecordBatch.from_pylist(out, schema=MANIFEST_SCHEMA)
 
     return decode
+
+
+def _summaries(value: Any) -> list[dict[str, Any]] | None:
+    if value is None:
+        return None
+    keys = ("contains_null", "contains_nan", "lower_bound", "upper_bound")
+    return [{k: (s or {}).get(k) for k in keys} for s in value]
 
 
 def _pairs(value: Any) -> list[tuple[int, Any]] | None:

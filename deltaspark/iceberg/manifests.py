@@ -7,6 +7,7 @@ order). Format v1 snapshots that list their manifests inline start from that lis
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pyspark import cloudpickle
@@ -78,11 +79,18 @@ def manifests(spark: SparkSession, metadata: TableMetadata, snapshot: Snapshot) 
 
 
 def entries(
-    spark: SparkSession, metadata: TableMetadata, snapshot: Snapshot, manifest_content: int | None = None
+    spark: SparkSession,
+    metadata: TableMetadata,
+    snapshot: Snapshot,
+    manifest_content: int | None = None,
+    prune: Callable[[DataFrame], DataFrame] | None = None,
 ) -> DataFrame:
     """Every manifest entry of the snapshot (ADDED, EXISTING and DELETED), inheritance applied;
-    `manifest_content` 0 or 1 decodes only the data or only the delete manifests."""
+    `manifest_content` 0 or 1 decodes only the data or only the delete manifests; `prune` drops
+    manifests (rows of `manifests`) before they are decoded."""
     listed = manifests(spark, metadata, snapshot)
+    if prune is not None:
+        listed = prune(listed)
     spread = listed.repartition(parallelism(spark)) if snapshot.manifest_list else listed
     if manifest_content is not None:
         spread = spread.where(F.col("content") == manifest_content)

@@ -26,6 +26,7 @@ from pyspark.sql import types as T
 from deltaspark.errors import InvalidArgumentError, UnsupportedFeatureError
 from deltaspark.iceberg import data_reader, manifests, puffin
 from deltaspark.iceberg import types as ice_types
+from deltaspark.iceberg.pruning import Pruner
 from deltaspark.iceberg.relocation import SCHEME_AUTHORITY
 from deltaspark.iceberg.table_metadata import Snapshot, TableMetadata
 from deltaspark.spark_compat import arrow_schema, check_python_workers
@@ -130,8 +131,11 @@ def snapshot_rows(
     metadata: TableMetadata,
     snapshot: Snapshot | None,
     rowLineage: bool = False,
+    predicate: Any = None,
 ) -> DataFrame:
-    """The rows of `snapshot` in its schema (the table's current schema for the current snapshot)."""
+    """The rows of `snapshot` in its schema (the table's current schema for the current snapshot).
+    Data files that cannot hold a row matching `predicate` (a `read.predicates` tree) are not read;
+    the caller still filters the rows."""
     schema = metadata.schema_for(snapshot)
     extras = list(LINEAGE) if rowLineage else []
     if rowLineage and metadata.format_version < 3:
@@ -141,11 +145,13 @@ def snapshot_rows(
         )
     if snapshot is None:
         return spark.createDataFrame([], _output_schema(schema, extras))
-    data_files = (
-        manifests.entries(spark, metadata, snapshot, manifest_content=0)
-        .where((F.col("status") != 2) & (F.col("content") == 0))
-        .withColumn("data_key", match_key(F.col("file_path")))
-    )
+    pruner = Pruner(metadata, schema, predicate) if predicate is not None else None
+    data_files = manifests.entries(
+        spark, metadata, snapshot, manifest_content=0, prune=pruner.manifests if pruner else None
+    ).where((F.col("status") != 2) & (F.col("content") == 0))
+    if pruner is not None:
+        data_files = pruner.files(data_files)
+    data_files = data_files.withColumn("data_key", match_key(F.col("file_path")))
     kinds: list[Any] = []
     deletes = None
     if metadata.format_version >= 2:

@@ -13,7 +13,9 @@ from pyspark.sql import types as T
 from deltaspark.errors import InvalidArgumentError
 from deltaspark.iceberg import manifests, scan, table_metadata
 from deltaspark.iceberg import types as ice_types
+from deltaspark.iceberg.pruning import Pruner
 from deltaspark.iceberg.table_metadata import Snapshot, TableMetadata
+from deltaspark.read.predicates import from_filter
 
 CONTENT_NAMES = {0: "DATA", 1: "POSITION_DELETES", 2: "EQUALITY_DELETES"}  # manifest entry `content`
 
@@ -70,15 +72,23 @@ class IcebergSnapshot:
             return self._spark.createDataFrame([], manifests.ENTRY_SPARK_SCHEMA)
         return manifests.entries(self._spark, self.metadata, self._snapshot)
 
-    def files(self) -> DataFrame:
+    def files(self, filter: Any = None) -> DataFrame:  # noqa: A002 - PySpark's own name for it
         """The live data and delete files (status ADDED or EXISTING), one row each; `content` is
-        0 data, 1 position deletes (deletion vectors are `file_format` PUFFIN), 2 equality deletes."""
-        return self.entries().where(F.col("status") != 2).drop("status")
+        0 data, 1 position deletes (deletion vectors are `file_format` PUFFIN), 2 equality deletes.
+        With `filter` (a Column or SQL string), data files whose partition values and column bounds
+        rule out a matching row are left out (by manifest first, then by file)."""
+        if filter is None or self._snapshot is None:
+            return self.entries().where(F.col("status") != 2).drop("status")
+        pruner = Pruner(self.metadata, self.metadata.schema_for(self._snapshot), from_filter(filter))
+        listed = manifests.entries(self._spark, self.metadata, self._snapshot, prune=pruner.manifests)
+        return pruner.files(listed.where(F.col("status") != 2)).drop("status")
 
-    def toDF(self, filter: Any = None, rowLineage: bool = False) -> DataFrame:
-        """The snapshot's rows with every delete applied; `filter` (a Column or SQL string) is applied
-        to the rows; `rowLineage` adds v3's `_row_id` and `_last_updated_sequence_number`."""
-        rows = scan.snapshot_rows(self._spark, self.metadata, self._snapshot, rowLineage)
+    def toDF(self, filter: Any = None, rowLineage: bool = False) -> DataFrame:  # noqa: A002
+        """The snapshot's rows with every delete applied; `filter` (a Column or SQL string) skips the
+        data files `files(filter)` leaves out and is applied to the rows; `rowLineage` adds v3's
+        `_row_id` and `_last_updated_sequence_number`."""
+        predicate = from_filter(filter) if filter is not None else None
+        rows = scan.snapshot_rows(self._spark, self.metadata, self._snapshot, rowLineage, predicate)
         if filter is not None:
             rows = rows.where(filter)
         return rows

@@ -13,6 +13,7 @@ import base64
 import datetime as dt
 import decimal
 import re
+import struct
 import uuid
 from typing import Any
 
@@ -204,6 +205,42 @@ def to_json(value: Any, iceberg_type: Any) -> Any:
     if isinstance(value, int) and iceberg_type == "date":
         return (_EPOCH + dt.timedelta(days=value)).isoformat()
     return value
+
+
+# ---- binary single values (Appendix D): column bounds and partition summaries --------------------
+def from_bytes(data: bytes | None, iceberg_type: Any) -> Any:
+    """A bound serialized as Iceberg's binary single value, as the Python value of the mapped Spark
+    type; None for types without an order Spark shares and for lengths that do not fit the type.
+
+    Promoted columns keep the bounds their files were written with: a 4-byte bound of a `long`
+    column is an `int`, of a `double` a `float`, of a timestamp a `date`."""
+    if data is None or not isinstance(iceberg_type, str):
+        return None
+    size = len(data)
+    if iceberg_type in ("int", "date") and size == 4:
+        days_or_int = struct.unpack("<i", data)[0]
+        return days_or_int if iceberg_type == "int" else _EPOCH + dt.timedelta(days=days_or_int)
+    if iceberg_type in ("long", "time") and size in (4, 8):
+        return struct.unpack("<i" if size == 4 else "<q", data)[0]
+    if iceberg_type in ("float", "double") and size in (4, 8):
+        return struct.unpack("<f" if size == 4 else "<d", data)[0]
+    if iceberg_type in ("timestamp", "timestamptz") and size in (4, 8):
+        micros = struct.unpack("<q", data)[0] if size == 8 else struct.unpack("<i", data)[0] * 86_400_000_000
+        stamp = _EPOCH_TS + dt.timedelta(microseconds=micros)
+        return stamp.replace(tzinfo=dt.timezone.utc) if iceberg_type == "timestamptz" else stamp
+    if iceberg_type == "string":
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if iceberg_type == "uuid" and size == 16:
+        return str(uuid.UUID(bytes=bytes(data)))
+    if match := _DECIMAL.match(iceberg_type):
+        if not 0 < size <= 16:
+            return None
+        unscaled = int.from_bytes(data, "big", signed=True)
+        return decimal.Decimal(unscaled).scaleb(-int(match.group(2)), decimal.Context(prec=80))
+    return None
 
 
 def b64(data: bytes) -> str:

@@ -37,10 +37,12 @@ class FileFilter:
         data_schema: StructType,
         partition_schema: StructType,
         string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
+        exact_bounds: bool = False,
     ) -> None:
         self.data = {f.name.lower(): f for f in data_schema.fields}
         self.partitions = {f.name.lower(): f for f in partition_schema.fields}
         self.string_prefix_length = string_prefix_length
+        self.exact_bounds = exact_bounds  # Iceberg's bounds: string and timestamp maxima are not cut
 
     # ---- resolving references ------------------------------------------------------------------
     def _data_path(self, ref: Ref) -> tuple[list[str], DataType] | None:
@@ -175,7 +177,9 @@ class FileFilter:
             return _keep()  # no min/max statistics are kept for this type (booleans, binary, nested...)
         low, high = _stat("minValues", names), _stat("maxValues", names)
         high_is_exact = True
-        if isinstance(data_type, StringType):
+        if self.exact_bounds:
+            pass
+        elif isinstance(data_type, StringType):
             # String stats are prefixes: a maximum that may have been cut says nothing.
             high = F.when(F.length(high) < F.lit(self.string_prefix_length), high)
             high_is_exact = False
