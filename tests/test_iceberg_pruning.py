@@ -202,3 +202,33 @@ def test_binary_bounds_decode_promoted_types():
     assert from_bytes(b"\xff\xfe", "string") is None  # not UTF-8: no bound
     assert from_bytes(b"\x00" * 3, "int") is None  # wrong length: no bound
     assert from_bytes(b"x", "boolean") is None  # booleans are not pruned by bounds
+
+
+def test_manifests_pruned_by_partition_summaries(spark):
+    """duckdb-equality_deletes_partitioned: data manifests whose partition summary range excludes
+    the value are not decoded; delete manifests are all kept."""
+    from deltaspark.iceberg.pruning import Pruner
+    from deltaspark.read.predicates import parse_sql
+
+    table = _table(spark, "duckdb-equality_deletes_partitioned")
+    snapshot = table.snapshot()
+    spec = table.metadata.specs[0]
+    (field,) = spec
+    schema = table.metadata.schema_for(None)
+    source = next(f for f in schema["fields"] if int(f["id"]) == field.source_id)
+    listed = snapshot.manifests().collect()
+    data = [m for m in listed if m.content == 0]
+    lows = sorted(from_bytes(m.partitions[0].lower_bound, source["type"]) for m in data)
+    value = lows[0]
+    expected = {
+        m.manifest_path
+        for m in listed
+        if m.content != 0
+        or from_bytes(m.partitions[0].lower_bound, source["type"])
+        <= value
+        <= from_bytes(m.partitions[0].upper_bound, source["type"])
+    }
+    assert len(expected) < len(listed), "some data manifest must lie outside the value"
+    pruner = Pruner(table.metadata, schema, parse_sql(f"{source['name']} = '{value}'"))
+    kept = {r.manifest_path for r in pruner.manifests(snapshot.manifests()).collect()}
+    assert kept == expected
