@@ -12,6 +12,7 @@ from deltaspark import ChangeDataNotRecordedError, DeltaTable, InvalidArgumentEr
 from tests.log_builder import commit_info, metadata, protocol, remove, write_parquet
 from tests.reference_changes import reference_changes
 from tests.reference_rows import normalized_rows
+from tests.suites import skip_unless_swept
 
 # table -> (startingVersion, endingVersion): the ranges where the feed was recorded.
 CDF_TABLES = {
@@ -40,6 +41,7 @@ def changes_rows(df) -> list[tuple]:
 
 @pytest.mark.parametrize("name", list(CDF_TABLES))
 def test_change_feed_matches_independent_readers(spark, conformance, name):
+    skip_unless_swept(name)
     start, end = CDF_TABLES[name]
     path = str(conformance / name)
     table = DeltaTable.forPath(spark, path)

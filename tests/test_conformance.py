@@ -19,6 +19,7 @@ from deltaspark import DeltaTable, TableNotFoundError, UnsupportedFeatureError
 from deltaspark.spark_compat import PYSPARK_VERSION
 from tests.conftest import conformance_root
 from tests.reference_replay import dv_id, replay
+from tests.suites import skip_unless_swept
 
 # Tables with variant columns (their schemaString has the `variant` type): Spark 3.5 cannot read them.
 VARIANT_TABLES = {
@@ -96,6 +97,7 @@ CONNECT_SUBSET = [
 
 @pytest.mark.parametrize("name", TABLES)
 def test_table_agrees_with_independent_readers(spark, conformance, name):
+    skip_unless_swept(name)
     check_against_independent_readers(spark, conformance, name)
 
 

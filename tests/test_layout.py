@@ -7,6 +7,7 @@ a lazy import is still a dependency, and hiding a circle inside a function is ho
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,7 @@ def _imports(module: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
+@functools.cache  # parsed once per run, not once per parametrized module
 def _graph() -> dict[str, set[str]]:
     modules = _modules()
     known = set(modules)

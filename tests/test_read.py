@@ -19,6 +19,7 @@ from deltaspark.features import dv_codec
 from deltaspark.spark_compat import PYSPARK_VERSION
 from tests.log_builder import metadata, protocol, remove, write_parquet
 from tests.reference_rows import normalized_rows, reference_rows
+from tests.suites import skip_unless_swept
 from tests.test_conformance import REFUSED, TABLES
 
 # Log-only tables: their data files are not part of the conformance copy.
@@ -67,6 +68,7 @@ def deltalake_rows(path: str, snapshot) -> list[dict] | None:
 
 @pytest.mark.parametrize("name", DATA_TABLES)
 def test_rows_equal_an_independent_derivation(spark, conformance, name):
+    skip_unless_swept(name)
     path = str(conformance / name)
     snapshot = DeltaTable.forPath(spark, path).snapshot()
     ours = rows_of(snapshot.toDF())
