@@ -4,6 +4,7 @@ committed with the outputs of a run."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -15,12 +16,15 @@ from tests.conftest import CONNECT, REPO
 
 NOTEBOOK = REPO / "notebooks" / "quickstart.ipynb"
 AUDIT_NOTEBOOK = REPO / "notebooks" / "audit.ipynb"
+ICEBERG_NOTEBOOK = REPO / "notebooks" / "iceberg.ipynb"
 pytestmark = pytest.mark.skipif(CONNECT, reason="each run starts a kernel with its own classic session")
 
 
-def run(tmp_path: Path, table: str | None, path: Path = NOTEBOOK) -> tuple[str, list]:
+def run(
+    tmp_path: Path, table: str | None, path: Path = NOTEBOOK, extra: dict[str, str] | None = None
+) -> tuple[str, list]:
     notebook = nbformat.read(path, as_version=4)
-    env = dict(os.environ)
+    env = dict(os.environ) | (extra or {})
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     if table:
         env["DELTASPARK_TABLE"] = table
@@ -94,3 +98,25 @@ def test_audit_notebook_is_committed_with_its_outputs():
     assert all(c.outputs for c in code if "unpersist" not in c.source), "run the notebook and save it"
     assert not [o for c in code for o in c.outputs if o.output_type == "error"]
     assert images([o for c in code for o in c.outputs]) == 1
+
+
+# The Iceberg notebook runs in the 3.5 suite (version-independent, like the others; the 4.x suite
+# is the longer one). Its table: equality deletes over five snapshots, an identity partition.
+@pytest.mark.one_suite("3.5")
+def test_iceberg_notebook_reads_snapshots_deletes_and_prunes(tmp_path):
+    from tests.iceberg_conformance import root
+
+    table = root() / "duckdb-equality_deletes_partitioned"
+    text, _ = run(tmp_path, None, ICEBERG_NOTEBOOK, {"DELTASPARK_ICEBERG_TABLE": str(table)})
+    assert "format v2, 5 snapshots" in text and "\n3 rows" in text
+    counts = [int(n) for n in re.findall(r"\): (\d+) rows", text)]
+    assert counts == [4, 3, 2, 4, 3]  # the source project's figures, oldest snapshot first
+    assert "data files scanned 1 of 6" in text  # identity partition 'a': one file of six
+    assert "equalityDeleteFiles  3" in text  # the CLI's describe
+
+
+def test_iceberg_notebook_is_committed_with_its_outputs():
+    notebook = nbformat.read(ICEBERG_NOTEBOOK, as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert all(c.outputs for c in code), "run the notebook and save it with its outputs"
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"]
