@@ -268,12 +268,12 @@ def _file_stats(
         key = str(field.field_id)
         if key not in values:
             continue
-        value = ice_types.from_json(values[key], field.result_type)
-        if value is None:
-            stats.nulls[field.source_id] = row["record_count"]
+        try:
+            value = ice_types.from_json(values[key], field.result_type)
+            low, high = source_range(field.transform, value, types[field.source_id])
+        except (TypeError, ValueError, ArithmeticError):  # a value we cannot read bounds nothing
             continue
-        stats.nulls[field.source_id] = 0
-        low, high = source_range(field.transform, value, types[field.source_id])
+        stats.nulls[field.source_id] = row["record_count"] if value is None else 0
         stats.bound(field.source_id, low, high)
     return stats.row(row["record_count"])
 
