@@ -215,6 +215,9 @@ def standalone_cluster(tmp_path_factory):
             _stop(proc)
 
 
+# A real master, worker and executor JVM: the executor-side code is the same as in local mode,
+# which both suites run; the cluster launch itself runs in the 4.x suite.
+@pytest.mark.one_suite("4.x")
 def test_spark_submit_to_a_standalone_cluster(spark, standalone_cluster, tmp_path):
     due = _table(tmp_path / "due", 10)
     v2 = _table(tmp_path / "v2", 10, v2=True)

@@ -60,14 +60,15 @@ def test_processes_committing_at_once(spark, tmp_path):
         partitionBy=["p"],
         properties={"delta.enableDeletionVectors": "true"},
     )
-    plans = ["append:x,delete:y,append:x", "append:y,overwrite:x,delete:x", "delete:y,prop,append:x"]
+    # Each kind of commit races: appends, a partition overwrite, two deletes of the same files, a property.
+    plans = ["append:x,delete:y", "overwrite:x,delete:y", "prop,append:x"]
     workers = [_start(table, i + 1, plan) for i, plan in enumerate(plans)]
     results = []
     for proc in workers:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-3000:]
         results += [json.loads(line) for line in out.splitlines() if '"op"' in line]
-    assert len(results) == 9
+    assert len(results) == 6
     failed = [r for r in results if r["error"]]
     assert {r["error"] for r in failed} <= CONFLICTS, failed
     # A blind append conflicts only with a concurrent metadata change (the "prop" operation).
@@ -117,7 +118,7 @@ def test_processes_committing_at_once(spark, tmp_path):
 
 
 @pytest.mark.one_suite("4.x")  # crash safety: put-if-absent and renames, not the Spark version
-@pytest.mark.parametrize("delay", [1.0, 2.5, 4.0])
+@pytest.mark.parametrize("delay", [1.0, 3.0])  # early in a commit, and after some have landed
 def test_a_writer_killed_mid_commit_leaves_a_readable_table(spark, tmp_path, delay):
     table = tmp_path / "t"
     write(spark.createDataFrame([(0, "x")], "id long, p string"), str(table), partitionBy=["p"])

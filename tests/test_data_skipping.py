@@ -60,7 +60,21 @@ FILTERS = {
 }
 
 
-@pytest.mark.parametrize("condition", list(FILTERS))
+# The filters are SQL text, parsed and turned into the keep-Column the same way on both Spark
+# versions; the 3.5 suite runs one of each kind (partition, stats, NULLs, truncated strings, opaque).
+ON_SPARK_35 = {
+    "region = 'eu' AND id > 10",
+    "NOT (id < 20)",
+    "name IS NULL",
+    "name > 'zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz'",
+    "upper(name) = 'BOB'",
+}
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [c if c in ON_SPARK_35 else pytest.param(c, marks=pytest.mark.one_suite("4.x")) for c in FILTERS],
+)
 def test_files_are_pruned_and_rows_unchanged(table, condition):
     snapshot = table.snapshot()
     assert snapshot.files(condition).count() == FILTERS[condition]

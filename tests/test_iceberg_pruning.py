@@ -34,10 +34,9 @@ SWEEP = {
     "impala-iceberg_v3_deletion_vectors": None,  # metrics only, deletion vectors
     "duckdb-partition_decimal_hugeint": None,  # decimal(38) identity only in metadata
 }
-# CI reads these (identity, hour, year, promoted bounds, equality deletes); all with the variable set
+# CI reads these (identity, hour, promoted bounds, equality deletes); all with the variable set
 CI_SUBSET = {
     "impala-iceberg_partitioned",
-    "duckdb-partition_timestamp_year",
     "impala-iceberg_legacy_partition_schema_evolution",
     "duckdb-equality_deletes_partitioned",
 }
