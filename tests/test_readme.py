@@ -24,7 +24,9 @@ def test_ci_runs_the_suite_on_pyspark_4_and_3_5():
     ci = (REPO / ".ci" / "run").read_text()
     assert ".venv35/bin/python -m pytest -q -p no:cacheprovider" in ci
     assert "'pyspark[connect]>=3.5,<3.6'" in ci
-    assert ci.index(TEST_COMMAND) < ci.index(".venv35/bin/python -m pytest")
+    # The two suites run side by side; the run fails when either does.
+    assert ci.index(".venv35/bin/python -m pytest") < ci.index("\nwait\n") and TEST_COMMAND in ci
+    assert '[ "$rc4" = 0 ] && [ "$(cat "$logs/35.rc")" = 0 ]' in ci.strip().splitlines()[-1]
 
 
 def test_readme_never_tells_users_to_pip_install_from_pypi():
