@@ -3,8 +3,9 @@ summaries, partition values and column bounds, and never changes the rows it ret
 
 The rows of `toDF(filter)` are compared with the unpruned rows filtered by Spark, over filters
 built from each table's own values (equal to, below and above a middle value, NULL tests) on the
-partition source columns and on columns with bounds. Pruning must also happen: the tests pin how
-many files each table keeps for one filter, derived from the table's files by hand below."""
+partition source columns and on columns with bounds. Pruning must also happen: in each table a NULL
+test prunes a file, and for three tables the files (or manifests) kept equal those derived by hand
+from their manifest entries."""
 
 from __future__ import annotations
 
