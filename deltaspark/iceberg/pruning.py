@@ -37,7 +37,7 @@ from deltaspark.features.stats import MIN_MAX_TYPES
 from deltaspark.iceberg import types as ice_types
 from deltaspark.iceberg.table_metadata import TableMetadata
 from deltaspark.read.data_skipping import FileFilter
-from deltaspark.read.predicates import And, Cmp, In, IsNull, Not, Or, Ref
+from deltaspark.read.predicates import Ref, children
 from deltaspark.spark_compat import arrow_schema
 
 STATS = "stats_parsed"
@@ -68,18 +68,7 @@ def _referenced(node: Any) -> set[str]:
     """Lower-cased top-level names the tree refers to (parts it cannot read refer to none)."""
     if isinstance(node, Ref):
         return {node.parts[0].lower()}
-    children: list[Any] = []
-    if isinstance(node, Cmp):
-        children = [node.left, node.right]
-    elif isinstance(node, In):
-        children = [node.expr, *node.values]
-    elif isinstance(node, IsNull):
-        children = [node.expr]
-    elif isinstance(node, (And, Or)):
-        children = [node.left, node.right]
-    elif isinstance(node, Not):
-        children = [node.child]
-    return set().union(*(_referenced(c) for c in children)) if children else set()
+    return set().union(*(_referenced(c) for c in children(node) or []))
 
 
 def leaves(schema: dict[str, Any], predicate: Any) -> list[Leaf]:

@@ -487,6 +487,22 @@ def from_filter(condition: Any) -> Any:
         return Opaque(repr(condition))
 
 
+def children(node: Any) -> list[Any] | None:
+    """The operands of an inner node of the tree; None for a leaf (`Ref`, `Lit`, `Opaque`) or a node
+    this module does not build."""
+    if isinstance(node, Cmp):
+        return [node.left, node.right]
+    if isinstance(node, In):
+        return [node.expr, *node.values]
+    if isinstance(node, IsNull):
+        return [node.expr]
+    if isinstance(node, (And, Or)):
+        return [node.left, node.right]
+    if isinstance(node, Not):
+        return [node.child]
+    return None
+
+
 def references(node: Any) -> set[str] | None:
     """The top-level column names a predicate tree uses; None when part of it was not understood
     (an `Opaque` node), so callers that need certainty can refuse it."""
@@ -494,22 +510,11 @@ def references(node: Any) -> set[str] | None:
         return {node.parts[0]}
     if isinstance(node, Lit):
         return set()
-    if isinstance(node, Opaque):
-        return None
-    if isinstance(node, Cmp):
-        children = [node.left, node.right]
-    elif isinstance(node, In):
-        children = [node.expr, *node.values]
-    elif isinstance(node, IsNull):
-        children = [node.expr]
-    elif isinstance(node, (And, Or)):
-        children = [node.left, node.right]
-    elif isinstance(node, Not):
-        children = [node.child]
-    else:
+    operands = children(node)
+    if operands is None:
         return None
     found: set[str] = set()
-    for child in children:
+    for child in operands:
         names = references(child)
         if names is None:
             return None
