@@ -60,6 +60,7 @@ class SourceField:
     position: int
     field_id: int
     source_id: int
+    source_type: str
     transform: str
     result_type: Any
 
@@ -95,14 +96,20 @@ def leaves(schema: dict[str, Any], predicate: Any) -> list[Leaf]:
     return out
 
 
-def _data_schema(leaves_: list[Leaf]) -> T.StructType:
-    """The nested Spark struct of the leaves (the shape of `minValues` / `maxValues` / `nullCount`)."""
+def _nest(leaves_: list[Leaf], value: Any) -> dict[str, Any]:
+    """`value(leaf)` of each leaf, nested by the leaf's names (the shape of `minValues`)."""
     root: dict[str, Any] = {}
     for leaf in leaves_:
         node = root
         for name in leaf.names[:-1]:
             node = node.setdefault(name, {})
-        node[leaf.names[-1]] = ice_types.spark_type(leaf.iceberg_type, ".".join(leaf.names))
+        node[leaf.names[-1]] = value(leaf)
+    return root
+
+
+def _data_schema(leaves_: list[Leaf]) -> T.StructType:
+    """The nested Spark struct of the leaves (the shape of `minValues` / `maxValues` / `nullCount`)."""
+    root = _nest(leaves_, lambda leaf: ice_types.spark_type(leaf.iceberg_type, ".".join(leaf.names)))
 
     def build(node: dict[str, Any]) -> T.StructType:
         return T.StructType(
@@ -210,26 +217,17 @@ class _Stats:
         self.high[field_id] = _tighter(self.high.get(field_id), high, min)
 
     def row(self, records: int | None) -> dict[str, Any]:
-        def nest(values: dict[int, Any]) -> dict[str, Any]:
-            root: dict[str, Any] = {}
-            for leaf in self.leaves:
-                node = root
-                for name in leaf.names[:-1]:
-                    node = node.setdefault(name, {})
-                node[leaf.names[-1]] = values.get(leaf.field_id)
-            return root
-
         return {
             "numRecords": records,
-            "minValues": nest(self.low),
-            "maxValues": nest(self.high),
-            "nullCount": nest(self.nulls),
+            "minValues": _nest(self.leaves, lambda leaf: self.low.get(leaf.field_id)),
+            "maxValues": _nest(self.leaves, lambda leaf: self.high.get(leaf.field_id)),
+            "nullCount": _nest(self.leaves, lambda leaf: self.nulls.get(leaf.field_id)),
         }
 
 
-def _float_high(leaf: Leaf, high: Any, no_nan: bool) -> Any:
+def _float_high(iceberg_type: str, high: Any, no_nan: bool) -> Any:
     """A float maximum holds for Spark only when the column has no NaN (Spark's NaN is largest)."""
-    floating = leaf.iceberg_type in ("float", "double")
+    floating = iceberg_type in ("float", "double")
     if floating and (not no_nan or (isinstance(high, float) and math.isnan(high))):
         return None
     return high
@@ -243,13 +241,13 @@ def _file_stats(
     upper = dict(row["upper_bounds"] or ())
     nulls = dict(row["null_value_counts"] or ())
     nans = dict(row["nan_value_counts"] or ())
-    types = {leaf.field_id: leaf.iceberg_type for leaf in leaves_}
     for leaf in leaves_:
         fid = leaf.field_id
         low = ice_types.from_bytes(lower.get(fid), leaf.iceberg_type)
         if isinstance(low, float) and math.isnan(low):
             low = None
-        high = _float_high(leaf, ice_types.from_bytes(upper.get(fid), leaf.iceberg_type), nans.get(fid) == 0)
+        high = ice_types.from_bytes(upper.get(fid), leaf.iceberg_type)
+        high = _float_high(leaf.iceberg_type, high, nans.get(fid) == 0)
         stats.bound(fid, low, high)
         stats.nulls[fid] = nulls.get(fid)
     values = json.loads(row["partition"]) if row["partition"] else {}
@@ -259,7 +257,7 @@ def _file_stats(
             continue
         try:
             value = ice_types.from_json(values[key], field.result_type)
-            low, high = source_range(field.transform, value, types[field.source_id])
+            low, high = source_range(field.transform, value, field.source_type)
         except (TypeError, ValueError, ArithmeticError):  # a value we cannot read bounds nothing
             continue
         stats.nulls[field.source_id] = row["record_count"] if value is None else 0
@@ -275,19 +273,17 @@ def _manifest_stats(
     if fields is None or summaries is None:
         return None  # v1 inline manifests and writers that leave summaries out: keep
     stats = _Stats(leaves_)
-    types = {leaf.field_id: leaf.iceberg_type for leaf in leaves_}
     for field in fields:
         if field.position >= len(summaries) or summaries[field.position] is None:
             continue
         summary = summaries[field.position]
-        source_type = types[field.source_id]
+        source_type = field.source_type
         low_value = ice_types.from_bytes(summary["lower_bound"], field.result_type)
         high_value = ice_types.from_bytes(summary["upper_bound"], field.result_type)
         low = source_range(field.transform, low_value, source_type)[0]
         high = source_range(field.transform, high_value, source_type)[1]
         if field.transform == "identity":
-            leaf = Leaf(field.source_id, (), source_type)
-            high = _float_high(leaf, high, summary["contains_nan"] is False)
+            high = _float_high(source_type, high, summary["contains_nan"] is False)
         stats.bound(field.source_id, low, high)
         if summary["contains_null"] is False:
             stats.nulls[field.source_id] = 0
@@ -308,6 +304,7 @@ def source_fields(metadata: TableMetadata, leaves_: list[Leaf]) -> dict[int, lis
                 position,
                 f.field_id,
                 f.source_id,
+                types[f.source_id],
                 f.transform,
                 ice_types.partition_result_type(f.transform, types[f.source_id]),
             )
