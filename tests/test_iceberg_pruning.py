@@ -57,7 +57,7 @@ def _columns(table: IcebergTable, chosen: list[str] | None) -> list[str]:
         f.name
         for f in schema.fields
         if f.dataType.typeName()
-        in ("integer", "long", "float", "double", "date", "timestamp", "timestamp_ntz", "string", "decimal")
+        in ("integer", "long", "float", "double", "date", "timestamp", "timestamp_ntz", "string")
         or f.dataType.typeName().startswith("decimal")
     ]
     sources = {f.source_id for fields in table.metadata.specs.values() for f in fields}
