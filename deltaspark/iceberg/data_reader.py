@@ -238,6 +238,27 @@ def _keep_mask(row: dict[str, Any], positions: pa.Array) -> pa.Array | None:
     return pc.invert(pc.is_in(positions, value_set=deleted))
 
 
+def row_counter():  # noqa: ANN201 - a mapInArrow function
+    """Input rows: data files (`file_path`, `record_count`, `pos_deleted`: rows removed by position
+    deletes, and the applicable deletion vector's `dv_*`, null when none); output per batch: (`rows`,
+    `deleted`). A file with a vector counts the vector's positions below its `record_count` (position
+    deletes do not apply to it); the vector is read and checked (length, CRC, cardinality) as it is
+    when rows are read."""
+
+    def count(batches):  # noqa: ANN001, ANN202
+        for batch in batches:
+            rows = pc.sum(batch.column("record_count")).as_py() or 0
+            with_vector = pc.is_valid(batch.column("dv_path"))
+            deleted = pc.sum(pc.if_else(with_vector, 0, batch.column("pos_deleted"))).as_py() or 0
+            for row in batch.filter(with_vector).to_pylist():
+                bitmap = _dv_positions(row)
+                records = row["record_count"]
+                deleted += bitmap.rank(records - 1) if records > 0 else 0
+            yield pa.RecordBatch.from_pydict({"rows": [rows], "deleted": [deleted]})
+
+    return count
+
+
 # ---- the task function ---------------------------------------------------------------------------
 def _identity_values(row: dict[str, Any], identity: dict[str, dict[str, int]]) -> dict[int, Any]:
     """Source field id -> JSON partition value, for the identity fields of the file's spec."""

@@ -155,59 +155,23 @@ def snapshot_rows(
     kinds: list[Any] = []
     deletes = None
     if metadata.format_version >= 2:
-        deletes = manifests.entries(spark, metadata, snapshot, manifest_content=1).where(
-            (F.col("status") != 2) & (F.col("content") != 0)
-        )
-        kinds = (
-            deletes.groupBy("content", (F.col("file_format") == "PUFFIN").alias("puffin"), "equality_ids")
-            .count()
-            .collect()
-        )
+        deletes = live_deletes(spark, metadata, snapshot)
+        kinds = delete_kinds(deletes)
     tasks = data_files
     dv_kinds = [k for k in kinds if k["content"] == 1 and k["puffin"]]
     pos_kinds = [k for k in kinds if k["content"] == 1 and not k["puffin"]]
     eq_sets = sorted({tuple(k["equality_ids"] or ()) for k in kinds if k["content"] == 2})
-    data_seq = tasks.select("data_key", F.col("sequence_number").alias("data_seq"))
     if pos_kinds:
-        pos_files = deletes.where((F.col("content") == 1) & (F.col("file_format") != "PUFFIN"))
-        positions = pos_files.select("file_path", "file_format", "sequence_number").mapInArrow(
-            data_reader.position_delete_reader(metadata.paths),
-            T.StructType(
-                [
-                    T.StructField("data_key", T.StringType()),
-                    T.StructField("pos", T.LongType()),
-                    T.StructField("delete_seq", T.LongType()),
-                ]
-            ),
-        )
-        per_file = (
-            positions.join(data_seq, "data_key")
-            .where(F.col("delete_seq") >= F.col("data_seq"))
-            .groupBy("data_key")
-            .agg(F.collect_list("pos").alias("delete_positions"))
-        )
-        tasks = tasks.join(per_file, "data_key", "left")
+        tasks = tasks.join(positions_by_file(metadata, deletes), "data_key", "left")
+        tasks = tasks.withColumn(
+            "delete_positions", applicable_positions(F.col("pos_list"), F.col("sequence_number"))
+        ).drop("pos_list")
     if dv_kinds:
-        vectors = deletes.where((F.col("content") == 1) & (F.col("file_format") == "PUFFIN")).select(
-            match_key(F.col("referenced_data_file")).alias("data_key"),
-            F.struct(
-                F.col("sequence_number").alias("dv_seq"),
-                F.col("file_path").alias("dv_path"),
-                F.col("content_offset").alias("dv_offset"),
-                F.col("content_size_in_bytes").alias("dv_length"),
-                F.col("record_count").alias("dv_cardinality"),
-            ).alias("dv"),
-        )
-        applicable = (
-            vectors.join(data_seq, "data_key")
-            .where(F.col("dv.dv_seq") >= F.col("data_seq"))
-            .groupBy("data_key")
-            .agg(F.max_by("dv", "dv.dv_seq").alias("dv"))
-        )
+        tasks = tasks.join(vectors_by_file(deletes), "data_key", "left")
         tasks = (
-            tasks.join(applicable, "data_key", "left")
+            tasks.withColumn("dv", applicable_vector(F.col("dv_list"), F.col("sequence_number")))
             .select("*", "dv.dv_path", "dv.dv_offset", "dv.dv_length", "dv.dv_cardinality")
-            .drop("dv")
+            .drop("dv", "dv_list")
         )
     tasks = tasks.repartition(manifests.parallelism(spark))
     eq_extras = ["_spec_id", "_partition", "_data_seq"] if eq_sets else []
@@ -216,6 +180,70 @@ def snapshot_rows(
         rows = _apply_equality_deletes(spark, metadata, schema, deletes, eq_sets, rows)
         rows = rows.drop(*eq_extras)
     return rows
+
+
+def live_deletes(spark: SparkSession, metadata: TableMetadata, snapshot: Snapshot) -> DataFrame:
+    """The snapshot's live delete files (position, deletion vector, equality), from delete manifests."""
+    return manifests.entries(spark, metadata, snapshot, manifest_content=1).where(
+        (F.col("status") != 2) & (F.col("content") != 0)
+    )
+
+
+def delete_kinds(deletes: DataFrame) -> list[Any]:
+    """Which kinds of delete exist (content, Puffin or not, equality ids): one small job, so the plan
+    only joins what the snapshot has."""
+    return (
+        deletes.groupBy("content", (F.col("file_format") == "PUFFIN").alias("puffin"), "equality_ids")
+        .count()
+        .collect()
+    )
+
+
+def positions_by_file(metadata: TableMetadata, deletes: DataFrame) -> DataFrame:
+    """(`data_key`, `pos_list`): every position delete of `deletes` grouped by the data file it names,
+    as (`delete_seq`, `pos`) structs. A position may be listed by several delete files."""
+    pos_files = deletes.where((F.col("content") == 1) & (F.col("file_format") != "PUFFIN"))
+    positions = pos_files.select("file_path", "file_format", "sequence_number").mapInArrow(
+        data_reader.position_delete_reader(metadata.paths),
+        T.StructType(
+            [
+                T.StructField("data_key", T.StringType()),
+                T.StructField("pos", T.LongType()),
+                T.StructField("delete_seq", T.LongType()),
+            ]
+        ),
+    )
+    return positions.groupBy("data_key").agg(F.collect_list(F.struct("delete_seq", "pos")).alias("pos_list"))
+
+
+def applicable_positions(pos_list: Column, data_seq: Column) -> Column:
+    """The positions of `pos_list` that apply to a data file of sequence number `data_seq`: those of
+    delete files whose sequence number is >= the data file's."""
+    return F.transform(F.filter(pos_list, lambda p: p["delete_seq"] >= data_seq), lambda p: p["pos"])
+
+
+def vectors_by_file(deletes: DataFrame) -> DataFrame:
+    """(`data_key`, `dv_list`): the deletion vectors of `deletes` grouped by their referenced data
+    file, as structs of (`dv_seq`, `dv_path`, `dv_offset`, `dv_length`, `dv_cardinality`)."""
+    vectors = deletes.where((F.col("content") == 1) & (F.col("file_format") == "PUFFIN"))
+    return vectors.groupBy(match_key(F.col("referenced_data_file")).alias("data_key")).agg(
+        F.collect_list(
+            F.struct(
+                F.col("sequence_number").alias("dv_seq"),
+                F.col("file_path").alias("dv_path"),
+                F.col("content_offset").alias("dv_offset"),
+                F.col("content_size_in_bytes").alias("dv_length"),
+                F.col("record_count").alias("dv_cardinality"),
+            )
+        ).alias("dv_list")
+    )
+
+
+def applicable_vector(dv_list: Column, data_seq: Column) -> Column:
+    """The deletion vector of `dv_list` that applies to a data file of sequence number `data_seq`: the
+    newest whose sequence number is >= the data file's (structs order by their first field, `dv_seq`);
+    null when none does."""
+    return F.array_max(F.filter(dv_list, lambda d: d["dv_seq"] >= data_seq))
 
 
 def _apply_equality_deletes(

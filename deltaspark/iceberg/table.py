@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from deltaspark.errors import InvalidArgumentError
-from deltaspark.iceberg import manifests, scan, table_metadata
+from deltaspark.iceberg import manifests, row_count, scan, table_metadata
 from deltaspark.iceberg import types as ice_types
 from deltaspark.iceberg.pruning import Pruner
 from deltaspark.iceberg.table_metadata import Snapshot, TableMetadata
@@ -83,6 +83,15 @@ class IcebergSnapshot:
         listed = manifests.entries(self._spark, self.metadata, self._snapshot, prune=pruner.manifests)
         return pruner.files(listed.where(F.col("status") != 2)).drop("status")
 
+    def count(self) -> int:
+        """The snapshot's row count. Without equality deletes it comes from the metadata: the data
+        files' `record_count` less the rows their deletion vectors and position deletes remove (those
+        are read and checked; data files are not opened, so a `record_count` that disagrees with its
+        file is taken as written, as Iceberg's own count pushdown does). With equality deletes the
+        rows are read: `toDF().count()`."""
+        counted = row_count.metadata_count(self._spark, self.metadata, self._snapshot)
+        return counted if counted is not None else self.toDF().count()
+
     def toDF(self, filter: Any = None, rowLineage: bool = False) -> DataFrame:  # noqa: A002
         """The snapshot's rows with every delete applied; `filter` (a Column or SQL string) skips the
         data files `files(filter)` leaves out and is applied to the rows; `rowLineage` adds v3's
@@ -139,6 +148,9 @@ class IcebergTable:
 
     def files(self) -> DataFrame:
         return self.snapshot().files()
+
+    def count(self) -> int:
+        return self.snapshot().count()
 
     def schema(self) -> T.StructType:
         return self.snapshot().schema()
