@@ -94,3 +94,35 @@ def test_runner_smoke(tmp_path):
     assert runs["delta-rs", "checkpoint"]["facts"]["written"]  # it wrote a checkpoint, then undid it
     assert "| deltaspark | snapshot replay" in done.stdout
     assert not (tmp_path / "work" / "table-smoke").exists()
+
+
+@pytest.mark.one_suite("4.x")  # the runner in processes of its own; the generated tables are checked
+# against pyiceberg and toDF on both suites (test_iceberg_count.py)
+def test_iceberg_runner_smoke(tmp_path):
+    out = tmp_path / "results.json"
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.iceberg",
+        "--scale",
+        "smoke",
+        "--repeat",
+        "0",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        "--driver-memory",
+        "1g",
+        "--workdir",
+        str(tmp_path / "work"),
+        "--out",
+        str(out),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (scale,) = json.loads(out.read_text())["scales"]
+    runs = {(r["engine"], r["op"]): r for r in scale["runs"]}
+    assert set(runs) == {(e, op) for e in ("deltaspark", "pyiceberg") for op in ("plan", "count")}
+    assert all(r["status"] == "ok" and r["answer_matches"] for r in runs.values()), runs
+    assert "| deltaspark | row count with position deletes" in done.stdout
+    assert not (tmp_path / "work" / "iceberg-smoke-v2").exists()
