@@ -105,3 +105,14 @@ def measure_and_emit(result: dict[str, Any], measure: Callable[[], dict[str, Any
         result["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
     result["python_peak_rss"] = own_peak_rss()
     emit(result)
+
+
+def failed_runs(results: dict[str, Any], answer_key: str) -> list[tuple[str, str, str]]:
+    """(scale, engine, operation) of every run that failed or whose `answer_key` check is false; the
+    runners print them and exit 1."""
+    return [
+        (s["scale"], r["engine"], r["op"])
+        for s in results["scales"]
+        for r in s["runs"]
+        if r.get(answer_key) is False or r["status"] in ("error", "crashed")
+    ]

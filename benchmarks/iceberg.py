@@ -19,6 +19,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import failed_runs
 from benchmarks.iceberg_generate import GeneratedIceberg, IcebergSpec, generate_iceberg
 from benchmarks.procmon import run_monitored
 from benchmarks.report import _files, _gib, _ratio, _seconds
@@ -176,12 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.out:
             Path(args.out).write_text(json.dumps(results, indent=2, default=str))
     print(markdown(results))
-    bad = [
-        (s["scale"], r["engine"], r["op"])
-        for s in results["scales"]
-        for r in s["runs"]
-        if r.get("answer_matches") is False or r["status"] in ("error", "crashed")
-    ]
+    bad = failed_runs(results, "answer_matches")
     if bad:
         print(f"FAILED: {bad}", file=sys.stderr)
     return 1 if bad else 0

@@ -26,6 +26,7 @@ from typing import Any
 
 import psutil
 
+from benchmarks.common import failed_runs
 from benchmarks.generate import GeneratedTable, LogSpec, generate
 from benchmarks.procmon import run_monitored
 from benchmarks.report import markdown
@@ -249,12 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if args.markdown:
         Path(args.markdown).write_text(table)
-    bad = [
-        (s["scale"], r["engine"], r["op"])
-        for s in results["scales"]
-        for r in s["runs"]
-        if r.get("files_match") is False or r["status"] in ("error", "crashed")
-    ]
+    bad = failed_runs(results, "files_match")
     if bad:
         print(f"FAILED: {bad}", file=sys.stderr)
     return 1 if bad else 0
