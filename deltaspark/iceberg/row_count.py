@@ -50,8 +50,10 @@ def metadata_count(spark: SparkSession, metadata: TableMetadata, snapshot: Snaps
         files = files.join(scan.positions_by_file(metadata, deletes), "data_key", "left")
         applied = scan.applicable_positions(F.col("pos_list"), F.col("data_seq"))
         in_range = F.filter(applied, lambda p: (p >= 0) & (p < F.col("record_count")))
-        pos_deleted = F.coalesce(F.size(F.array_distinct(in_range)), F.lit(0))
-        pos_deleted = F.when(F.col("pos_list").isNull(), F.lit(0)).otherwise(pos_deleted)
+        # no delete names the file: 0 (`size` of a null array is -1, or null under ANSI)
+        pos_deleted = F.when(F.col("pos_list").isNull(), F.lit(0)).otherwise(
+            F.size(F.array_distinct(in_range))
+        )
     if not vectors:
         sums = files.agg(F.sum("record_count"), F.sum(pos_deleted)).first()
         return int((sums[0] or 0) - (sums[1] or 0))
