@@ -267,3 +267,7 @@ class CorruptIcebergMetadataError(DeltaSparkError):
 
 class SnapshotNotFoundError(DeltaSparkError):
     """An Iceberg snapshot id, ref name or timestamp that names no snapshot of the table."""
+
+
+class IcebergCommitConflictError(CommitError):
+    """Another writer created the Iceberg metadata file this conversion was about to write."""

@@ -34,6 +34,7 @@ from deltaspark.maintenance.vacuum import vacuum
 from deltaspark.operations import table_changes
 from deltaspark.operations.convert import convert, parse_identifier
 from deltaspark.operations.delete import delete as delete_rows
+from deltaspark.operations.iceberg_export import IcebergExport, to_iceberg
 from deltaspark.operations.restore import restore
 from deltaspark.operations.write import write as write_rows
 from deltaspark.read.change_data_feed import read_changes
@@ -190,6 +191,13 @@ class DeltaTable:
         """Metadata cleanup: delete log files older than `delta.logRetentionDuration` that no retained
         version needs; with `dryRun` (the default) only list them."""
         return cleanup_log(self._storage, self._path, dryRun)
+
+    @eager
+    def toIceberg(self, formatVersion: int = 2) -> IcebergExport:
+        """Write Iceberg metadata for the latest version under `<table>/metadata/`, so that Iceberg
+        engines read the table in place (no data is copied); a no-op when it already describes that
+        version. Format 3 carries deletion vectors and row lineage (needs row tracking)."""
+        return to_iceberg(self._spark, self._storage, self.snapshot(), formatVersion)
 
     @eager
     def vacuum(

@@ -1,0 +1,211 @@
+"""`DeltaTable.toIceberg`: Iceberg metadata written for a Delta table, checked by reading the table
+as Iceberg with pyiceberg (an independent reader) and with deltaspark's Iceberg reader against the
+Delta rows; bounds against Delta's statistics; deletion vectors and row lineage (format 3);
+conversions again after changes; refusals by name."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import struct
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from pyspark.sql import functions as F
+
+import deltaspark
+from deltaspark import DeltaTable
+from deltaspark.errors import (
+    IcebergCommitConflictError,
+    InvalidArgumentError,
+    UnsupportedFeatureError,
+)
+from deltaspark.iceberg import IcebergTable
+from deltaspark.iceberg import types as ice_types
+
+SCHEMA = (
+    "a int, b long, s string, d date, ts timestamp, dec decimal(10,2), x double, "
+    "st struct<p:int,q:string>, arr array<int>, m map<string,int>"
+)
+
+
+def _rows(start: int, end: int) -> list[tuple]:
+    return [
+        (
+            i,
+            i * 10,
+            f"s{i % 3}",
+            dt.date(2024, 1, 1 + i % 2),
+            dt.datetime(2024, 1, 1, 12, 0, i % 60, 1234),
+            decimal.Decimal(f"{i}.25"),
+            i / 3,
+            (i, f"n{i}"),
+            [i, i + 1],
+            {f"k{i}": i},
+        )
+        for i in range(start, end)
+    ]
+
+
+def _norm(value):  # noqa: ANN001, ANN202
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+    if isinstance(value, dict):
+        return tuple(sorted((k, _norm(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):  # pyiceberg's maps
+            return tuple(sorted(value))
+        return tuple(_norm(v) for v in value)
+    return value
+
+
+def _sorted(rows: list[dict]) -> list[tuple]:
+    return sorted((tuple(_norm(r[k]) for k in sorted(r)) for r in rows), key=repr)
+
+
+def _spark_rows(df) -> list[dict]:  # noqa: ANN001
+    return [r.asDict(recursive=True) for r in df.collect()]
+
+
+def _pyiceberg(location: str, snapshot_id: int | None = None) -> list[dict]:
+    from pyiceberg.table import StaticTable
+
+    table = StaticTable.from_metadata(location)
+    return table.scan(snapshot_id=snapshot_id).to_arrow().to_pylist()
+
+
+def _local(location: str) -> Path:
+    return Path(location.removeprefix("file:"))
+
+
+@pytest.fixture()
+def table(spark, tmp_path) -> DeltaTable:  # noqa: ANN001
+    df = spark.createDataFrame(_rows(0, 20), SCHEMA)
+    deltaspark.write(df, str(tmp_path / "t"), partitionBy=["s", "d"])
+    return DeltaTable.forPath(spark, str(tmp_path / "t"))
+
+
+def test_iceberg_readers_see_the_delta_rows(spark, table) -> None:  # noqa: ANN001
+    done = table.toIceberg()
+    assert done.written and done.data_files == table.snapshot().files().count()
+    delta_rows = _sorted(_spark_rows(table.toDF()))
+    assert _sorted(_pyiceberg(done.metadata_location)) == delta_rows
+    iceberg = IcebergTable.forPath(spark, table.path)
+    assert _sorted(_spark_rows(iceberg.toDF())) == delta_rows
+    assert iceberg.count() == 20
+    assert iceberg.properties["delta-version"] == "0"
+    again = table.toIceberg()  # nothing changed: nothing written
+    assert not again.written and again.metadata_location == done.metadata_location
+    assert sorted(p.name for p in (Path(table.path) / "metadata").glob("*.metadata.json")) == [
+        "v1.metadata.json"
+    ]
+
+
+def test_bounds_are_true_bounds_of_the_delta_stats(spark, table) -> None:  # noqa: ANN001
+    table.toIceberg()
+    iceberg = IcebergTable.forPath(spark, table.path)
+    fields = {f["name"]: f for f in iceberg.metadata.schema["fields"]}
+    stats = {
+        unquote(r["path"]): r["stats_parsed"].asDict(recursive=True)
+        for r in table.snapshot().files().collect()
+    }
+    checked = 0
+    for entry in iceberg.snapshot().files().where("content = 0").collect():
+        mine = stats[entry["file_path"][len(table.path) + 1 :]]
+        lower, upper = dict(entry["lower_bounds"]), dict(entry["upper_bounds"])
+        for name in ("a", "b", "x", "dec"):
+            fid, kind = fields[name]["id"], fields[name]["type"]
+            assert ice_types.from_bytes(lower[fid], kind) == mine["minValues"][name]
+            assert ice_types.from_bytes(upper[fid], kind) == mine["maxValues"][name]
+        ts = fields["ts"]["id"]
+        low_us = struct.unpack("<q", lower[ts])[0]
+        high_us = struct.unpack("<q", upper[ts])[0]
+        epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        low_stat, high_stat = (
+            (v.replace(tzinfo=dt.timezone.utc) - epoch) // dt.timedelta(microseconds=1)
+            for v in (mine["minValues"]["ts"], mine["maxValues"]["ts"])
+        )
+        assert low_us == low_stat  # Delta keeps milliseconds: a lower bound
+        assert high_us == high_stat + 999  # ... and 999 microseconds more an upper one
+        assert dict(entry["null_value_counts"])[fields["a"]["id"]] == mine["nullCount"]["a"]
+        checked += 1
+    assert checked == table.snapshot().files().count()
+    # pruning by those bounds keeps exactly the files whose rows can match
+    from pyiceberg.table import StaticTable
+
+    planned = (
+        StaticTable.from_metadata(iceberg.metadata.metadata_file).scan(row_filter="a >= 15").plan_files()
+    )
+    expected = table.snapshot().files().where(F.col("stats_parsed.maxValues.a") >= 15).count()
+    assert len(list(planned)) == expected
+
+
+def test_conversion_follows_changes_and_keeps_history(spark, table) -> None:  # noqa: ANN001
+    first = table.toIceberg()
+    deltaspark.write(spark.createDataFrame(_rows(20, 30), SCHEMA), table.path)
+    table.delete("a < 5")
+    second = table.toIceberg()
+    assert second.written and second.delta_version == 2
+    assert _sorted(_pyiceberg(second.metadata_location)) == _sorted(_spark_rows(table.toDF()))
+    version_0 = _sorted(_spark_rows(table.snapshot(0).toDF()))
+    assert _sorted(_pyiceberg(second.metadata_location, first.snapshot_id)) == version_0
+    iceberg = IcebergTable.forPath(spark, table.path)
+    assert [r["snapshot_id"] for r in iceberg.history().collect()] == [first.snapshot_id, second.snapshot_id]
+    assert iceberg.snapshot(first.snapshot_id).count() == 20 and iceberg.count() == 25
+
+
+def test_deletion_vectors_and_row_lineage_in_format_3(spark, tmp_path) -> None:  # noqa: ANN001
+    path = str(tmp_path / "dv")
+    props = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
+    # pyiceberg 0.12 reads Spark's default INT96 timestamps, but not when it applies deletes
+    key = "spark.sql.parquet.outputTimestampType"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "TIMESTAMP_MICROS")
+    try:
+        rows = spark.createDataFrame(_rows(0, 40), SCHEMA)
+        deltaspark.write(rows, path, partitionBy=["s"], properties=props)
+    finally:
+        spark.conf.set(key, before)
+    table = DeltaTable.forPath(spark, path)
+    table.delete("a % 4 = 1")
+    assert table.snapshot().files().where("deletionVector is not null").count() > 0
+    with pytest.raises(UnsupportedFeatureError, match="formatVersion=3"):
+        table.toIceberg(formatVersion=2)
+    done = table.toIceberg(formatVersion=3)
+    assert done.deletion_vectors == table.snapshot().files().where("deletionVector is not null").count()
+    delta_rows = _sorted(_spark_rows(table.toDF()))
+    assert len(delta_rows) == 30
+    assert _sorted(_pyiceberg(done.metadata_location)) == delta_rows
+    iceberg = IcebergTable.forPath(spark, path)
+    assert iceberg.formatVersion == 3 and iceberg.count() == 30
+    lineage = iceberg.toDF(rowLineage=True).select("a", "_row_id").collect()
+    tracked = table.snapshot().toDF(rowTracking=True).select("a", "_metadata.row_id").collect()
+    assert sorted(map(tuple, lineage)) == sorted(map(tuple, tracked))
+
+
+def test_refusals_by_name(spark, table, monkeypatch) -> None:  # noqa: ANN001
+    with pytest.raises(UnsupportedFeatureError, match="row tracking"):
+        table.toIceberg(formatVersion=3)
+    with pytest.raises(InvalidArgumentError, match="formatVersion"):
+        table.toIceberg(formatVersion=1)
+    done = table.toIceberg()
+    metadata_dir = Path(table.path) / "metadata"
+    deltaspark.write(spark.createDataFrame(_rows(50, 52), SCHEMA), table.path)
+    # a racing conversion commits v2 between this one's read of v1 and its write
+    from deltaspark.operations import iceberg_export
+
+    stale = iceberg_export._previous(table.path)
+    (metadata_dir / "v2.metadata.json").write_text(_local(done.metadata_location).read_text())
+    with monkeypatch.context() as patch:
+        patch.setattr(iceberg_export, "_previous", lambda root: stale)
+        with pytest.raises(IcebergCommitConflictError, match="v2.metadata.json"):
+            table.toIceberg()
+    assert _local(done.metadata_location).read_text() == (metadata_dir / "v2.metadata.json").read_text()
+    (metadata_dir / "v2.metadata.json").unlink()
+    foreign = json.loads(_local(done.metadata_location).read_text())
+    del foreign["properties"]["delta-version"]
+    _local(done.metadata_location).write_text(json.dumps(foreign))
+    with pytest.raises(InvalidArgumentError, match="no Delta conversion wrote"):
+        table.toIceberg()
