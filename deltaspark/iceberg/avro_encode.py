@@ -57,8 +57,9 @@ def micros(value: dt.datetime) -> int:
     return (value - _EPOCH_TS) // dt.timedelta(microseconds=1)
 
 
-def avro_type(iceberg_type: str) -> Any:
-    """The Avro type of a partition value of `iceberg_type` (the spec's Avro mapping)."""
+def avro_type(iceberg_type: str, name: str = "value") -> Any:
+    """The Avro type of a partition value of `iceberg_type` (the spec's Avro mapping); `name` makes
+    a named Avro type (`fixed`) unique within the schema."""
     simple = {"boolean": "boolean", "int": "int", "long": "long", "float": "float", "double": "double"}
     if iceberg_type in simple:
         return simple[iceberg_type]
@@ -72,9 +73,26 @@ def avro_type(iceberg_type: str) -> Any:
         adjust = iceberg_type == "timestamptz"
         return {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": adjust}
     if match := _DECIMAL.match(iceberg_type):
+        # the spec's Avro form is `fixed` of the fewest bytes the precision needs (readers that
+        # resolve by their own schema, like pyiceberg, misread `bytes`)
         precision, scale = int(match.group(1)), int(match.group(2))
-        return {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
+        return {
+            "type": "fixed",
+            "name": f"decimal_{precision}_{scale}_{name}",
+            "size": decimal_bytes(precision),
+            "logicalType": "decimal",
+            "precision": precision,
+            "scale": scale,
+        }
     raise ValueError(f"no Avro partition type for {iceberg_type}")
+
+
+def decimal_bytes(precision: int) -> int:
+    """The fewest bytes whose two's complement holds every unscaled value of `precision` digits."""
+    size = 1
+    while 2 ** (8 * size - 1) - 1 < 10**precision - 1:
+        size += 1
+    return size
 
 
 def _opt(name: str, type_: Any, field_id: int) -> dict[str, Any]:
@@ -98,7 +116,7 @@ def _int_map(record: str, key_id: int, value_id: int, value_type: str) -> dict[s
 
 def entry_schema(format_version: int, partition: list[tuple[str, int, str]]) -> dict[str, Any]:
     """The manifest entry schema; `partition` is (name, partition field id, result type) per field."""
-    partition_fields = [_opt(name, avro_type(t), fid) for name, fid, t in partition]
+    partition_fields = [_opt(name, avro_type(t, str(fid)), fid) for name, fid, t in partition]
     data_file = [
         {"name": "content", "type": "int", "field-id": 134},
         {"name": "file_path", "type": "string", "field-id": 100},

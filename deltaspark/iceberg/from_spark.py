@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 
 from deltaspark.errors import UnsupportedFeatureError
 
+TYPE_CHANGES_KEY = "delta.typeChanges"
 ID_KEY = "delta.columnMapping.id"
 PHYSICAL_KEY = "delta.columnMapping.physicalName"
 NESTED_IDS_KEY = "delta.columnMapping.nested.ids"
@@ -56,6 +57,34 @@ def primitive_type(data_type: T.DataType, format_version: int, where: str) -> st
         f"Column {where} has type {data_type.simpleString()}, which Iceberg cannot express",
         [data_type.simpleString()],
     )
+
+
+_INTS = ("byte", "short", "integer")
+
+
+def _promotable(before: str, after: str, format_version: int) -> bool:
+    """Whether Iceberg reads data files of Delta type `before` as `after` (its type promotions)."""
+    if before in _INTS and after in (*_INTS, "long"):
+        return True  # byte and short are Iceberg ints already
+    if (before, after) == ("float", "double"):
+        return True
+    if before.startswith("decimal") and after.startswith("decimal"):
+        (p1, s1), (p2, s2) = (tuple(int(x) for x in t[8:-1].split(",")) for t in (before, after))
+        return s1 == s2 and p2 >= p1
+    return format_version >= 3 and (before, after) == ("date", "timestamp_ntz")
+
+
+def check_type_changes(f: T.StructField, where: str, format_version: int) -> None:
+    """Refuse a column Delta widened in a way Iceberg cannot read its older files as."""
+    for change in f.metadata.get(TYPE_CHANGES_KEY, []) or []:
+        before, after = str(change.get("fromType")), str(change.get("toType"))
+        if not _promotable(before.replace(" ", ""), after.replace(" ", ""), format_version):
+            path = ".".join([where, change["fieldPath"]]) if change.get("fieldPath") else where
+            raise UnsupportedFeatureError(
+                f"Column {path} was widened from {before} to {after}; Iceberg cannot read the files "
+                "written before as the new type",
+                ["typeWidening"],
+            )
 
 
 @dataclass
@@ -103,6 +132,7 @@ def iceberg_schema(
             fields, mapping = [], []
             for f in data_type.fields:
                 name_path, phys_name = path + (f.name,), f.metadata.get(PHYSICAL_KEY, f.name)
+                check_type_changes(f, ".".join(name_path), format_version)
                 fid = ids.take(name_path, f.metadata.get(ID_KEY))
                 # nested ids are keyed by physical paths from the field that holds them
                 own = dict(f.metadata.get(NESTED_IDS_KEY, {}))
