@@ -209,3 +209,19 @@ def test_refusals_by_name(spark, table, monkeypatch) -> None:  # noqa: ANN001
     _local(done.metadata_location).write_text(json.dumps(foreign))
     with pytest.raises(InvalidArgumentError, match="no Delta conversion wrote"):
         table.toIceberg()
+
+
+def test_a_not_null_partition_column_reads_in_pyiceberg(spark, conformance, tmp_path) -> None:  # noqa: ANN001
+    import shutil
+
+    path = tmp_path / "t"
+    shutil.copytree(conformance / "timestamp-partitioned-table", path)  # `time` NOT NULL, partitioned
+    table = DeltaTable.forPath(spark, str(path))
+    assert not next(f for f in table.snapshot().schema.fields if f.name == "time").nullable
+    table.setProperties({"delta.enableRowTracking": "true"})  # it has deletion vectors: format 3
+    done = table.toIceberg(formatVersion=3)
+    field = next(
+        f for f in IcebergTable.forPath(spark, str(path)).metadata.schema["fields"] if f["name"] == "time"
+    )
+    assert field["required"] is False  # the data files do not hold it; readers fill it in
+    assert _sorted(_pyiceberg(done.metadata_location)) == _sorted(_spark_rows(table.toDF()))

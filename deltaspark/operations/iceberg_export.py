@@ -144,6 +144,12 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
         prior_ids,
         int((previous.raw.get("last-column-id") if previous else 0) or 0),
     )
+    # Delta data files do not hold partition columns; Iceberg readers fill them from the partition
+    # values, but some (pyiceberg) first refuse a required field the file lacks: declare them optional
+    partition_names = set(snapshot.metadata.partitionColumns)
+    for f in converted.schema["fields"]:
+        if f["name"] in partition_names:
+            f["required"] = False
     schemas = [dict(s) for s in (previous.raw.get("schemas", []) if previous else [])]
     schema_id = next((s["schema-id"] for s in schemas if _same(s, converted.schema)), None)
     if schema_id is None:
