@@ -225,3 +225,17 @@ def test_a_not_null_partition_column_reads_in_pyiceberg(spark, conformance, tmp_
     )
     assert field["required"] is False  # the data files do not hold it; readers fill it in
     assert _sorted(_pyiceberg(done.metadata_location)) == _sorted(_spark_rows(table.toDF()))
+
+
+def test_data_files_with_a_change_type_column_read_in_pyiceberg(spark, conformance, tmp_path) -> None:  # noqa: ANN001
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t"
+    shutil.copytree(conformance / "cdf-table", path)
+    table = DeltaTable.forPath(spark, str(path))
+    live = [unquote(r["path"]) for r in table.snapshot().files().collect()]
+    assert any("_change_type" in pq.read_schema(path / p).names for p in live)  # not a table column
+    done = table.toIceberg()
+    assert _sorted(_pyiceberg(done.metadata_location)) == _sorted(_spark_rows(table.toDF()))

@@ -50,6 +50,10 @@ log = logging.getLogger(__name__)
 DELTA_VERSION = "delta-version"
 DELTA_TIMESTAMP = "delta-timestamp"
 PARTITION_FIELD_BASE = 1000
+# Delta writers with the change data feed may leave `_change_type` in data files; it is no column of
+# the table. Name-mapped to Iceberg's reserved `_change_type` metadata column id, readers that refuse
+# unmapped file columns (pyiceberg) read those files, and it never collides with a table column.
+CHANGE_TYPE = ("_change_type", 2147483647 - 104)
 
 
 @dataclass(frozen=True)
@@ -265,7 +269,7 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
         **dict(raw.get("properties", {})),
         DELTA_VERSION: str(snapshot.version),
         DELTA_TIMESTAMP: str(snapshot.timestampMs),
-        "schema.name-mapping.default": json.dumps(converted.name_mapping),
+        "schema.name-mapping.default": json.dumps(_name_mapping(converted)),
     }
     version = (_metadata_version(previous.metadata_file) if previous else 0) + 1
     location = f"{metadata_dir}/v{version}.metadata.json"
@@ -314,6 +318,14 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
         raise
     storage.write_text(f"{metadata_dir}/version-hint.text", str(version), overwrite=True)
     return IcebergExport(location, snapshot_id, snapshot.version, data_files, vectors, True)
+
+
+def _name_mapping(converted: from_spark.IcebergSchema) -> list[dict[str, Any]]:
+    mapping = list(converted.name_mapping)
+    name, field_id = CHANGE_TYPE
+    if all(name not in entry["names"] for entry in mapping):
+        mapping.append({"field-id": field_id, "names": [name]})
+    return mapping
 
 
 def _metadata_version(metadata_file: str) -> int:
