@@ -147,13 +147,97 @@ def test_conversion_follows_changes_and_keeps_history(spark, table) -> None:  # 
     deltaspark.write(spark.createDataFrame(_rows(20, 30), SCHEMA), table.path)
     table.delete("a < 5")
     second = table.toIceberg()
-    assert second.written and second.delta_version == 2
+    assert second.written and second.delta_version == 2 and second.incremental
     assert _sorted(_pyiceberg(second.metadata_location)) == _sorted(_spark_rows(table.toDF()))
     version_0 = _sorted(_spark_rows(table.snapshot(0).toDF()))
     assert _sorted(_pyiceberg(second.metadata_location, first.snapshot_id)) == version_0
     iceberg = IcebergTable.forPath(spark, table.path)
     assert [r["snapshot_id"] for r in iceberg.history().collect()] == [first.snapshot_id, second.snapshot_id]
     assert iceberg.snapshot(first.snapshot_id).count() == 20 and iceberg.count() == 25
+
+
+def _manifests(location: str) -> dict[str, dict]:
+    """The manifest list of the current snapshot of the metadata at `location`, by manifest path."""
+    import fastavro
+
+    metadata = json.loads(_local(location).read_text())
+    current = next(s for s in metadata["snapshots"] if s["snapshot-id"] == metadata["current-snapshot-id"])
+    with _local(current["manifest-list"]).open("rb") as handle:
+        return {m["manifest_path"]: m for m in fastavro.reader(handle)}
+
+
+def _statuses(spark, path: str) -> dict[str, list[int]]:  # noqa: ANN001
+    """Entry statuses of the current snapshot's data files, by path in the table."""
+    out: dict[str, list[int]] = {}
+    for r in IcebergTable.forPath(spark, path).snapshot().entries().where("content = 0").collect():
+        out.setdefault(r["file_path"][len(path) + 1 :], []).append(r["status"])
+    return out
+
+
+def test_incremental_conversion_rewrites_only_manifests_naming_changed_files(spark, table) -> None:  # noqa: ANN001
+    first = table.toIceberg()
+    before = _manifests(first.metadata_location)
+    deltaspark.write(spark.createDataFrame(_rows(20, 26), SCHEMA), table.path)
+    appended = table.toIceberg()
+    assert appended.incremental and appended.data_files == table.snapshot().files().count()
+    after_append = _manifests(appended.metadata_location)
+    assert set(before) < set(after_append)  # every earlier manifest kept, byte for byte
+    assert {m["added_snapshot_id"] for p, m in after_append.items() if p not in before} == {
+        appended.snapshot_id
+    }
+    summary = IcebergTable.forPath(spark, table.path).snapshot().summary
+    assert summary["operation"] == "append" and summary["total-records"] == "26"
+
+    removed = {
+        unquote(r["path"]) for r in table.snapshot().files().where("stats_parsed.minValues.a < 3").collect()
+    }
+    table.delete("a < 3")  # rewrites the files holding those rows
+    third = table.toIceberg()
+    assert third.incremental and third.delta_version == 2
+    delta_rows = _sorted(_spark_rows(table.toDF()))
+    assert len(delta_rows) == 23 and _sorted(_pyiceberg(third.metadata_location)) == delta_rows
+    iceberg = IcebergTable.forPath(spark, table.path)
+    assert _sorted(_spark_rows(iceberg.toDF())) == delta_rows and iceberg.count() == 23
+    statuses = _statuses(spark, table.path)
+    assert removed and all(statuses[name] == [2] for name in removed), (removed, statuses)  # DELETED now
+    live = {unquote(r["path"]) for r in table.snapshot().files().collect()}
+    assert {n for n, s in statuses.items() if s != [2]} == live
+    after_delete = _manifests(third.metadata_location)
+    rewritten = [m for p, m in after_delete.items() if p not in after_append]
+    assert rewritten and all(m["added_snapshot_id"] == third.snapshot_id for m in rewritten)
+    assert sum(m["deleted_files_count"] for m in after_delete.values()) == len(removed)
+    untouched = [p for p in after_append if p in after_delete]
+    assert untouched  # manifests of partitions the delete did not touch are kept
+    # every conversion is still readable: Iceberg time travel matches each Delta version
+    for done, version in ((first, 0), (appended, 1), (third, 2)):
+        expected = _sorted(_spark_rows(table.snapshot(version).toDF()))
+        assert _sorted(_pyiceberg(third.metadata_location, done.snapshot_id)) == expected
+    # a later conversion: manifests left with nothing live are dropped; kept ones keep their
+    # DELETED entries, which stay the earlier snapshot's (readers skip them)
+    deltaspark.write(spark.createDataFrame(_rows(40, 41), SCHEMA), table.path)
+    fourth = table.toIceberg()
+    assert fourth.incremental
+    assert all(
+        m["added_files_count"] + m["existing_files_count"] > 0
+        for m in _manifests(fourth.metadata_location).values()
+    )
+    deleted = IcebergTable.forPath(spark, table.path).snapshot().entries().where("status = 2")
+    assert {r[0] for r in deleted.select("snapshot_id").distinct().collect()} <= {third.snapshot_id}
+    assert _sorted(_pyiceberg(fourth.metadata_location)) == _sorted(_spark_rows(table.toDF()))
+
+
+def test_full_conversion_when_the_log_no_longer_holds_the_commits(spark, table) -> None:  # noqa: ANN001
+    table.toIceberg()
+    deltaspark.write(spark.createDataFrame(_rows(20, 22), SCHEMA), table.path)
+    deltaspark.write(spark.createDataFrame(_rows(22, 24), SCHEMA), table.path)
+    table.checkpoint()
+    (Path(table.path) / "_delta_log" / "00000000000000000001.json").unlink()  # as log cleanup would
+    done = table.toIceberg()
+    assert done.written and not done.incremental
+    assert _sorted(_pyiceberg(done.metadata_location)) == _sorted(_spark_rows(table.toDF()))
+    assert all(
+        m["added_snapshot_id"] == done.snapshot_id for m in _manifests(done.metadata_location).values()
+    )
 
 
 def test_deletion_vectors_and_row_lineage_in_format_3(spark, tmp_path) -> None:  # noqa: ANN001
@@ -183,6 +267,23 @@ def test_deletion_vectors_and_row_lineage_in_format_3(spark, tmp_path) -> None: 
     lineage = iceberg.toDF(rowLineage=True).select("a", "_row_id").collect()
     tracked = table.snapshot().toDF(rowTracking=True).select("a", "_metadata.row_id").collect()
     assert sorted(map(tuple, lineage)) == sorted(map(tuple, tracked))
+    # more deletes: files get new vectors (a remove and an add of the file); converted incrementally
+    table.delete("a % 4 = 2 or a = 3")
+    again = table.toIceberg(formatVersion=3)
+    assert again.incremental
+    delta_rows = _sorted(_spark_rows(table.toDF()))
+    assert len(delta_rows) == 19 and _sorted(_pyiceberg(again.metadata_location)) == delta_rows
+    iceberg = IcebergTable.forPath(spark, path)
+    assert iceberg.count() == 19 and _sorted(_spark_rows(iceberg.toDF())) == delta_rows
+    vectors = iceberg.snapshot().files().where("content = 1")
+    assert vectors.count() == again.deletion_vectors  # one live vector per file, the newest
+    assert vectors.select("referenced_data_file").distinct().count() == again.deletion_vectors
+    lineage = iceberg.toDF(rowLineage=True).select("a", "_row_id").collect()
+    tracked = table.snapshot().toDF(rowTracking=True).select("a", "_metadata.row_id").collect()
+    assert sorted(map(tuple, lineage)) == sorted(map(tuple, tracked))
+    assert _sorted(_pyiceberg(again.metadata_location, done.snapshot_id)) == _sorted(
+        _spark_rows(table.snapshot(table.snapshot().version - 1).toDF())
+    )
 
 
 def test_refusals_by_name(spark, table, monkeypatch) -> None:  # noqa: ANN001

@@ -39,6 +39,7 @@ from deltaspark.features import row_tracking
 from deltaspark.iceberg import avro_encode, from_spark, manifest_writer, table_metadata
 from deltaspark.iceberg.manifests import parallelism
 from deltaspark.log.paths import canonical_path, normalize_root
+from deltaspark.operations import iceberg_incremental
 from deltaspark.read.data_skipping import DEFAULT_STRING_PREFIX_LENGTH
 from deltaspark.snapshot import Snapshot
 from deltaspark.storage import Storage
@@ -66,6 +67,7 @@ class IcebergExport:
     data_files: int
     deletion_vectors: int
     written: bool
+    incremental: bool = False  # kept the manifests of files unchanged since the last conversion
 
 
 def _previous(table_root: str) -> table_metadata.TableMetadata | None:
@@ -191,23 +193,27 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
         F.col("stats_parsed").alias("stats"),
         F.col("deletionVector").alias("deletion_vector"),
         F.col("baseRowId").alias("base_row_id"),
-    ).repartition(parallelism(spark))
+    )
+    increment = None
+    if previous is not None:
+        increment = iceberg_incremental.plan(
+            spark, storage, snapshot, previous, converted, spec_id, format_version, root
+        )
+    previous_rows: list[dict[str, Any]] = []
+    if increment is not None:
+        spark.sparkContext.setJobDescription(
+            f"deltaspark: rewriting Iceberg manifests of {root} with files changed since the last conversion"
+        )
+        previous_rows = iceberg_incremental.rewrite(spark, increment, snapshot_id, sequence, metadata_dir)
+        tasks = tasks.join(increment.touched, tasks["file_path"] == increment.touched["path"], "left_semi")
     spark.sparkContext.setJobDescription(
         f"deltaspark: Iceberg manifests for {root} at version {snapshot.version}"
     )
-    written = [r.asDict(recursive=True) for r in tasks.mapInArrow(writer, _spark_schema()).collect()]
-    data_rows = sum(r["added_rows_count"] for r in written if r["content"] == 0)
-    data_files = sum(r["added_files_count"] for r in written if r["content"] == 0)
-    vectors = sum(r["added_files_count"] for r in written if r["content"] == 1)
-    log.info(
-        "Iceberg export of %s: %d data files, %d deletion vectors, %d manifests",
-        root,
-        data_files,
-        vectors,
-        len(written),
-    )
-
-    list_rows = [
+    written = [
+        r.asDict(recursive=True)
+        for r in tasks.repartition(parallelism(spark)).mapInArrow(writer, _spark_schema()).collect()
+    ]
+    list_rows = previous_rows + [
         {
             **r,
             "partition_spec_id": spec_id,
@@ -222,6 +228,26 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
         }
         for r in written
     ]
+
+    def total(content: int, kind: str) -> int:
+        return sum(
+            (r[f"added_{kind}_count"] or 0) + (r[f"existing_{kind}_count"] or 0)
+            for r in list_rows
+            if r["content"] == content
+        )
+
+    data_files, vectors, data_rows = total(0, "files"), total(1, "files"), total(0, "rows")
+    removed = sum(r["deleted_files_count"] or 0 for r in previous_rows)
+    log.info(
+        "Iceberg export of %s (%s): %d data files, %d deletion vectors, %d manifests (%d new)",
+        root,
+        "incremental" if increment is not None else "full",
+        data_files,
+        vectors,
+        len(list_rows),
+        len(written) + sum(1 for r in previous_rows if r["added_snapshot_id"] == snapshot_id),
+    )
+
     manifest_list = f"{metadata_dir}/snap-{snapshot_id}-1-{uuid.uuid4()}.avro"
     list_meta = {
         "snapshot-id": str(snapshot_id),
@@ -238,12 +264,12 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
     now = int(time.time() * 1000)
     timestamp = max(snapshot.timestampMs, (previous.raw.get("last-updated-ms", 0) if previous else 0) + 1)
     summary = {
-        "operation": "overwrite" if previous else "append",
+        "operation": "overwrite" if previous is not None and (increment is None or removed) else "append",
         DELTA_VERSION: str(snapshot.version),
         "total-data-files": str(data_files),
         "total-delete-files": str(vectors),
         "total-records": str(data_rows),
-        "total-position-deletes": str(sum(r["added_rows_count"] for r in written if r["content"] == 1)),
+        "total-position-deletes": str(total(1, "rows")),
         "total-equality-deletes": "0",
     }
     new_snapshot: dict[str, Any] = {
@@ -317,7 +343,9 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
             ) from exc
         raise
     storage.write_text(f"{metadata_dir}/version-hint.text", str(version), overwrite=True)
-    return IcebergExport(location, snapshot_id, snapshot.version, data_files, vectors, True)
+    return IcebergExport(
+        location, snapshot_id, snapshot.version, data_files, vectors, True, increment is not None
+    )
 
 
 def _name_mapping(converted: from_spark.IcebergSchema) -> list[dict[str, Any]]:
