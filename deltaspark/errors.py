@@ -271,3 +271,8 @@ class SnapshotNotFoundError(DeltaSparkError):
 
 class IcebergCommitConflictError(CommitError):
     """Another writer created the Iceberg metadata file this conversion was about to write."""
+
+
+class IcebergExportMismatchError(DeltaSparkError):
+    """The Iceberg metadata a conversion was about to commit does not count what the Delta snapshot
+    holds (files, rows, deleted rows); nothing was committed."""

@@ -5,6 +5,7 @@ conversions again after changes; refusals by name."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import json
@@ -19,6 +20,7 @@ import deltaspark
 from deltaspark import DeltaTable
 from deltaspark.errors import (
     IcebergCommitConflictError,
+    IcebergExportMismatchError,
     InvalidArgumentError,
     UnsupportedFeatureError,
 )
@@ -238,6 +240,28 @@ def test_full_conversion_when_the_log_no_longer_holds_the_commits(spark, table) 
     assert all(
         m["added_snapshot_id"] == done.snapshot_id for m in _manifests(done.metadata_location).values()
     )
+
+
+def test_counts_that_disagree_with_the_delta_snapshot_commit_nothing(spark, table, monkeypatch) -> None:  # noqa: ANN001
+    from deltaspark.operations import iceberg_incremental
+
+    first = table.toIceberg()
+    table.delete("a < 3")
+    plan = iceberg_incremental.plan
+
+    def blind(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - an increment that misses the changes
+        found = plan(*args, **kwargs)  # ... rewriting the manifests without dropping a file
+        return dataclasses.replace(
+            found, dirty=found.dirty.withColumn("drop", F.array().cast("array<string>"))
+        )
+
+    monkeypatch.setattr(iceberg_incremental, "plan", blind)
+    with pytest.raises(IcebergExportMismatchError, match="data files|rows") as caught:
+        table.toIceberg()
+    assert "Nothing was committed" in str(caught.value)
+    metadata_dir = Path(table.path) / "metadata"
+    assert sorted(p.name for p in metadata_dir.glob("*.metadata.json")) == ["v1.metadata.json"]
+    assert IcebergTable.forPath(spark, table.path).snapshot().snapshotId == first.snapshot_id
 
 
 def test_deletion_vectors_and_row_lineage_in_format_3(spark, tmp_path) -> None:  # noqa: ANN001

@@ -31,6 +31,7 @@ from pyspark.sql import types as T
 
 from deltaspark.errors import (
     IcebergCommitConflictError,
+    IcebergExportMismatchError,
     IcebergTableNotFoundError,
     InvalidArgumentError,
     UnsupportedFeatureError,
@@ -238,6 +239,7 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
 
     data_files, vectors, data_rows = total(0, "files"), total(1, "files"), total(0, "rows")
     removed = sum(r["deleted_files_count"] or 0 for r in previous_rows)
+    _validate(files, root, snapshot.version, data_files, data_rows, total(1, "rows"))
     log.info(
         "Iceberg export of %s (%s): %d data files, %d deletion vectors, %d manifests (%d new)",
         root,
@@ -346,6 +348,31 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
     return IcebergExport(
         location, snapshot_id, snapshot.version, data_files, vectors, True, increment is not None
     )
+
+
+def _validate(files: Any, root: str, version: int, data_files: int, rows: int, deleted: int) -> None:
+    """Before committing, check the manifests' own counts against the Delta snapshot, as UniForm
+    does: live files, their rows (when every file has `numRecords`) and the rows deletion vectors
+    remove. A mismatch commits nothing."""
+    expected = files.agg(
+        F.count(F.lit(1)).alias("files"),
+        F.sum("stats_parsed.numRecords").alias("rows"),
+        F.count("stats_parsed.numRecords").alias("with_rows"),
+        F.coalesce(F.sum("deletionVector.cardinality"), F.lit(0)).alias("deleted"),
+    ).first()
+    problems = []
+    if expected["files"] != data_files:
+        problems.append(f"{data_files} data files, the Delta snapshot has {expected['files']}")
+    if expected["with_rows"] == expected["files"] and (expected["rows"] or 0) != rows:
+        problems.append(f"{rows} rows, the Delta statistics count {expected['rows']}")
+    if expected["deleted"] != deleted:
+        problems.append(f"{deleted} deleted rows, the deletion vectors hold {expected['deleted']}")
+    if problems:
+        raise IcebergExportMismatchError(
+            f"The Iceberg metadata for {root} at Delta version {version} would list "
+            + "; ".join(problems)
+            + ". Nothing was committed."
+        )
 
 
 def _name_mapping(converted: from_spark.IcebergSchema) -> list[dict[str, Any]]:
