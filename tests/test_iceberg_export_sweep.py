@@ -36,14 +36,15 @@ SUBSET = {
 }
 ALL = os.environ.get("DELTASPARK_EXPORT_ALL_TABLES", "") == "1"
 
+VARIANT = r"variant.*(formatVersion=3|Spark 4)"  # format 2 has none; Spark 3.5's reader has none
 # What the conversion refuses, by name (the message must say why).
 REFUSED = {
     "void-column": r"void_col has type void",
     "type-widening": r"widened from byte to double",
-    "spark-variant-checkpoint": r"variant.*formatVersion=3",
-    "spark-variant-stable-feature-checkpoint": r"variant.*formatVersion=3",
-    "spark-shredded-variant-preview-delta": r"variant.*formatVersion=3",
-    "unshredded-variant": r"variant.*formatVersion=3",
+    "spark-variant-checkpoint": VARIANT,
+    "spark-variant-stable-feature-checkpoint": VARIANT,
+    "spark-shredded-variant-preview-delta": VARIANT,
+    "unshredded-variant": VARIANT,
     "catalog-owned-preview": r"catalogManaged",  # the reader's refusal
     "table-with-geo": r"geospatial",  # the reader's refusal
 }
