@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import struct
 import time
 import uuid
@@ -239,7 +240,10 @@ def _data_entry(root: str, spec: IcebergSpec, i: int) -> dict[str, Any]:
             "file_format": "PARQUET",
             "partition": {"part": i % spec.partitions},
             "record_count": rows,
-            "file_size_in_bytes": 4096,
+            # real sizes when every data file exists (written before the manifests), else a stand-in
+            "file_size_in_bytes": os.path.getsize(data_path(root, spec, i).removeprefix("file:"))
+            if spec.write_all_data
+            else 4096,
             "value_counts": [{"key": k, "value": rows} for k in (1, 3, 4)],
             "null_value_counts": [{"key": k, "value": 0} for k in (1, 3, 4)],
             "lower_bounds": [
@@ -494,14 +498,14 @@ def generate_iceberg(root: str | Path, spec: IcebergSpec) -> GeneratedIceberg:
         (root, spec, n, s, min(s + spec.per_manifest, spec.files))
         for n, s in enumerate(range(0, spec.files, spec.per_manifest))
     ]
-    with multiprocessing.get_context("fork").Pool(2) as pool:
-        data_rows = pool.map(_data_manifest, jobs, chunksize=1)
     targets = _with_deletes(spec)
     written = range(spec.files) if spec.write_all_data else targets
     for i in written:
         _write_data_file(
             data_path(root, spec, i), i * spec.rows_per_file, spec.rows_per_file, i % spec.partitions
         )
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        data_rows = pool.map(_data_manifest, jobs, chunksize=1)
     delete_rows: list[dict[str, Any]] = []
     delete_files = deleted = 0
     if targets:

@@ -35,6 +35,7 @@ from deltaspark.operations import table_changes
 from deltaspark.operations.convert import convert, parse_identifier
 from deltaspark.operations.delete import delete as delete_rows
 from deltaspark.operations.iceberg_export import IcebergExport, to_iceberg
+from deltaspark.operations.iceberg_import import convert_iceberg, parse_iceberg_identifier
 from deltaspark.operations.restore import restore
 from deltaspark.operations.write import write as write_rows
 from deltaspark.read.change_data_feed import read_changes
@@ -252,13 +253,27 @@ class DeltaTable:
     @classmethod
     @eager
     def convertToDelta(
-        cls, spark: SparkSession, identifier: str, partitionSchema: str | StructType | None = None
+        cls,
+        spark: SparkSession,
+        identifier: str,
+        partitionSchema: str | StructType | None = None,
+        metadataLocation: str | None = None,
     ) -> DeltaTable:
-        """Convert the parquet directory ``parquet.`path` `` to a Delta table in place (one commit;
-        files described on the executors). A Delta table already there is returned as it is."""
-        path = parse_identifier(identifier)
+        """Convert the parquet directory ``parquet.`path` `` or the Iceberg table ``iceberg.`path` ``
+        to a Delta table in place (one commit; files described on the executors; no data file is
+        rewritten). A Delta table already there is returned as it is. `metadataLocation` picks the
+        Iceberg metadata file to convert (default: the table's current one)."""
+        iceberg_path = parse_iceberg_identifier(identifier)
+        path = iceberg_path if iceberg_path is not None else parse_identifier(identifier)
         table = cls(spark, path)
         if table._latest_or_none() is not None:
+            return table
+        if iceberg_path is not None:
+            if partitionSchema is not None:
+                raise InvalidArgumentError(
+                    "partitionSchema applies to parquet directories, not Iceberg tables"
+                )
+            table._after_commit(convert_iceberg(spark, table._storage, table._path, metadataLocation))
             return table
         schema = partitionSchema
         if isinstance(schema, str):

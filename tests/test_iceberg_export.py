@@ -219,6 +219,9 @@ def test_incremental_conversion_rewrites_only_manifests_naming_changed_files(spa
     deltaspark.write(spark.createDataFrame(_rows(40, 41), SCHEMA), table.path)
     fourth = table.toIceberg()
     assert fourth.incremental
+    history = IcebergTable.forPath(spark, table.path)
+    assert history.snapshot(third.snapshot_id).summary["operation"] == "overwrite"  # removed files
+    assert history.snapshot().summary["operation"] == "append"  # kept DELETED entries are not new
     assert all(
         m["added_files_count"] + m["existing_files_count"] > 0
         for m in _manifests(fourth.metadata_location).values()

@@ -151,6 +151,23 @@ def snapshot_rows(
     ).where((F.col("status") != 2) & (F.col("content") == 0))
     if pruner is not None:
         data_files = pruner.files(data_files)
+    tasks, deletes, kinds = with_applicable_deletes(spark, metadata, snapshot, data_files)
+    eq_sets = sorted({tuple(k["equality_ids"] or ()) for k in kinds if k["content"] == 2})
+    tasks = tasks.repartition(manifests.parallelism(spark))
+    eq_extras = ["_spec_id", "_partition", "_data_seq"] if eq_sets else []
+    rows = read_files(spark, metadata, tasks, schema, extras + eq_extras)
+    if eq_sets:
+        rows = _apply_equality_deletes(spark, metadata, schema, deletes, eq_sets, rows)
+        rows = rows.drop(*eq_extras)
+    return rows
+
+
+def with_applicable_deletes(
+    spark: SparkSession, metadata: TableMetadata, snapshot: Snapshot, data_files: DataFrame
+) -> tuple[DataFrame, DataFrame | None, list[Any]]:
+    """`data_files` (live data entries) with `data_key`, the position deletes that apply to each
+    (`delete_positions`) and the deletion vector that applies (`dv_path`, `dv_offset`, `dv_length`,
+    `dv_cardinality`), where the snapshot has such deletes; also the live deletes and their kinds."""
     data_files = data_files.withColumn("data_key", match_key(F.col("file_path")))
     kinds: list[Any] = []
     deletes = None
@@ -160,7 +177,6 @@ def snapshot_rows(
     tasks = data_files
     dv_kinds = [k for k in kinds if k["content"] == 1 and k["puffin"]]
     pos_kinds = [k for k in kinds if k["content"] == 1 and not k["puffin"]]
-    eq_sets = sorted({tuple(k["equality_ids"] or ()) for k in kinds if k["content"] == 2})
     if pos_kinds:
         tasks = tasks.join(positions_by_file(metadata, deletes), "data_key", "left")
         tasks = tasks.withColumn(
@@ -173,13 +189,7 @@ def snapshot_rows(
             .select("*", "dv.dv_path", "dv.dv_offset", "dv.dv_length", "dv.dv_cardinality")
             .drop("dv", "dv_list")
         )
-    tasks = tasks.repartition(manifests.parallelism(spark))
-    eq_extras = ["_spec_id", "_partition", "_data_seq"] if eq_sets else []
-    rows = read_files(spark, metadata, tasks, schema, extras + eq_extras)
-    if eq_sets:
-        rows = _apply_equality_deletes(spark, metadata, schema, deletes, eq_sets, rows)
-        rows = rows.drop(*eq_extras)
-    return rows
+    return tasks, deletes, kinds
 
 
 def live_deletes(spark: SparkSession, metadata: TableMetadata, snapshot: Snapshot) -> DataFrame:

@@ -90,6 +90,34 @@ def write_deletion_vectors(
     )
     # The descriptors must describe exactly the bytes written: keep the task output for both.
     encoded = encoded.persist()
+    try:
+        written = stage_dv_files(storage, root, encoded, write_id)
+    except BaseException:
+        encoded.unpersist()
+        raise
+    descriptors = (
+        encoded.where(F.col("key").isNotNull())
+        .join(info.select("key", "oldCardinality"), "key")
+        .select(
+            "key",
+            F.struct(
+                F.lit("u").alias("storageType"),
+                F.col("pathOrInlineDv"),
+                F.col("offset"),
+                F.col("sizeInBytes"),
+                F.col("cardinality"),
+                F.lit(None).cast("long").alias("maxRowIndex"),
+            ).alias("deletionVector"),
+            F.col("stats"),
+            (F.col("cardinality") - F.col("oldCardinality")).alias("newlyDeleted"),
+        )
+    )
+    return DeletionVectorUpdate(descriptors, written, encoded)
+
+
+def stage_dv_files(storage: Storage, root: str, encoded: DataFrame, write_id: str) -> int:
+    """Write the DV files `dv_codec.dv_file_encoder` produced (its rows with `key` null) under
+    `root`, each created once, checking every file's size; returns how many were written."""
     staging = join_path(root, f".tmp-dv-{write_id}")
     try:
         files = encoded.where(F.col("key").isNull())
@@ -114,27 +142,7 @@ def write_deletion_vectors(
                 f"deltaspark: {len(expected)} deletion vector files were encoded but {written} staged "
                 f"under {staging}; nothing was committed"
             )
-    except BaseException:
-        encoded.unpersist()
-        raise
     finally:
         storage.delete(staging, recursive=True)
-    log.info("Wrote %d deletion vector file(s) under %s", len(expected), root)
-    descriptors = (
-        encoded.where(F.col("key").isNotNull())
-        .join(info.select("key", "oldCardinality"), "key")
-        .select(
-            "key",
-            F.struct(
-                F.lit("u").alias("storageType"),
-                F.col("pathOrInlineDv"),
-                F.col("offset"),
-                F.col("sizeInBytes"),
-                F.col("cardinality"),
-                F.lit(None).cast("long").alias("maxRowIndex"),
-            ).alias("deletionVector"),
-            F.col("stats"),
-            (F.col("cardinality") - F.col("oldCardinality")).alias("newlyDeleted"),
-        )
-    )
-    return DeletionVectorUpdate(descriptors, len(expected), encoded)
+    log.info("Wrote %d deletion vector file(s) under %s", written, root)
+    return written

@@ -49,7 +49,7 @@ cloudpickle.register_pickle_by_value(manifest_writer)
 cloudpickle.register_pickle_by_value(avro_encode)
 
 log = logging.getLogger(__name__)
-DELTA_VERSION = "delta-version"
+DELTA_VERSION = iceberg_incremental.DELTA_VERSION  # as Delta UniForm records it
 DELTA_TIMESTAMP = "delta-timestamp"
 PARTITION_FIELD_BASE = 1000
 # Delta writers with the change data feed may leave `_change_type` in data files; it is no column of
@@ -238,7 +238,9 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
         )
 
     data_files, vectors, data_rows = total(0, "files"), total(1, "files"), total(0, "rows")
-    removed = sum(r["deleted_files_count"] or 0 for r in previous_rows)
+    removed = sum(
+        r["deleted_files_count"] or 0 for r in previous_rows if r["added_snapshot_id"] == snapshot_id
+    )
     _validate(files, root, snapshot.version, data_files, data_rows, total(1, "rows"))
     log.info(
         "Iceberg export of %s (%s): %d data files, %d deletion vectors, %d manifests (%d new)",

@@ -24,7 +24,7 @@ from typing import Any
 from pyspark import cloudpickle
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, LongType, MapType, StructField, StructType
 
 from deltaspark import errors
 from deltaspark.errors import DeletionVectorError, InvalidArgumentError, MissingDataFileError
@@ -107,7 +107,20 @@ class TableReader:
     def logical_column(self, field: StructField) -> Column:
         read = self.read_field(field)
         column = _col(read.name)
-        return column if read.dataType == field.dataType else column.cast(field.dataType)
+        # Physical names become logical ones by a cast; Spark refuses to cast a nullable nested
+        # field to a NOT NULL one, and a file's columns are read nullable, so nested fields stay so.
+        return column if read.dataType == field.dataType else column.cast(_nullable(field.dataType))
+
+
+def _nullable(data_type: DataType) -> DataType:
+    """`data_type` with every nested field, element and value nullable."""
+    if isinstance(data_type, StructType):
+        return StructType([StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in data_type])
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_nullable(data_type.elementType), True)
+    if isinstance(data_type, MapType):
+        return MapType(_nullable(data_type.keyType), _nullable(data_type.valueType), True)
+    return data_type
 
 
 def deletion_key(path_key: Column, dv_id: Column | None) -> Column:

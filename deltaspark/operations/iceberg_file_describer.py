@@ -1,0 +1,160 @@
+"""Describing an Iceberg data file as a Delta `add`, on the executors (a `mapInArrow`).
+
+For each live data file: its size and Parquet footer are read and checked (the byte and row counts
+its manifest entry gives; field ids on its columns, by which a Delta table in column mapping `id`
+mode resolves them); its Iceberg metrics become Delta statistics (`numRecords`, and `minValues`,
+`maxValues`, `nullCount` where they are true bounds); the rows its deletes remove (the applicable
+deletion vector, else the applicable position deletes, below the file's row count) are listed for
+a Delta deletion vector. Its path becomes a URI relative to the table root when it lies under it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import math
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+
+from deltaspark.iceberg import types as ice_types
+from deltaspark.iceberg.data_reader import IcebergReadError, _dv_positions, stored_id
+from deltaspark.read.arrow_file_reader import open_file
+
+DESCRIBED = pa.schema(
+    [
+        ("key", pa.string()),
+        ("path", pa.string()),
+        ("size", pa.int64()),
+        ("numRecords", pa.int64()),
+        ("stats", pa.string()),
+        ("deleted", pa.list_(pa.int64())),
+    ]
+)
+_BOUNDED = ("int", "long", "float", "double", "date", "timestamp", "timestamptz", "string")
+_SAFE = "/=:@-._~!$&'()*+,;"
+
+
+def _bounded(kind: str) -> bool:
+    """Types whose Iceberg bounds are Delta statistics: decimals only where a JSON double holds them
+    exactly (15 significant digits)."""
+    if kind.startswith("decimal("):
+        return int(kind[8:].split(",")[0]) <= 15
+    return kind in _BOUNDED
+
+
+def _stat_value(value: Any, iceberg_type: str, is_max: bool) -> Any:
+    """An Iceberg bound as Delta writes statistics: timestamps in milliseconds (Delta readers widen
+    a maximum by one millisecond), dates ISO, decimals as numbers."""
+    if isinstance(value, dt.datetime):
+        text = value.isoformat(timespec="milliseconds")
+        if iceberg_type == "timestamptz":
+            return text.replace("+00:00", "") + "Z"
+        return text
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+def _set(tree: dict[str, Any], names: list[str], value: Any) -> None:
+    for name in names[:-1]:
+        tree = tree.setdefault(name, {})
+    tree[names[-1]] = value
+
+
+def _stats(row: dict[str, Any], leaves: dict[int, tuple[list[str], str]]) -> dict[str, Any]:
+    lower, upper = dict(row["lower_bounds"] or ()), dict(row["upper_bounds"] or ())
+    nulls, nans = dict(row["null_value_counts"] or ()), dict(row["nan_value_counts"] or ())
+    low: dict[str, Any] = {}
+    high: dict[str, Any] = {}
+    null_count: dict[str, Any] = {}
+    for field_id, (names, kind) in leaves.items():
+        if field_id in nulls and nulls[field_id] is not None:
+            _set(null_count, names, int(nulls[field_id]))
+        if not _bounded(kind) or field_id not in lower or field_id not in upper:
+            continue
+        if kind in ("float", "double") and nans.get(field_id) != 0:
+            continue  # Iceberg's bounds leave NaN out; Delta's statistics would not
+        lo, hi = ice_types.from_bytes(lower[field_id], kind), ice_types.from_bytes(upper[field_id], kind)
+        if lo is None or hi is None or (isinstance(lo, float) and (math.isinf(lo) or math.isinf(hi))):
+            continue
+        _set(low, names, _stat_value(lo, kind, False))
+        _set(high, names, _stat_value(hi, kind, True))
+    stats: dict[str, Any] = {"numRecords": row["record_count"]}
+    if low:
+        stats["minValues"], stats["maxValues"] = low, high
+    if null_count:
+        stats["nullCount"] = null_count
+    return stats
+
+
+def _footer(location: str, record_count: int, size: int) -> None:
+    import pyarrow.parquet as pq
+
+    try:
+        filesystem, local = open_file(location)
+        with filesystem.open_input_file(local) as handle:
+            actual = handle.size()
+            meta = pq.ParquetFile(handle).metadata
+            schema = meta.schema.to_arrow_schema()
+    except FileNotFoundError as exc:
+        raise IcebergReadError(f"deltaspark: missing Iceberg data file {location}: {exc}") from exc
+    except Exception as exc:
+        raise IcebergReadError(f"deltaspark: cannot read the Parquet footer of {location}: {exc}") from exc
+    if any(stored_id(f) is None for f in schema):
+        raise IcebergReadError(
+            f"deltaspark: Iceberg data file {location} has columns without field ids (a file added "
+            "without Iceberg's writer, read through a name mapping); a Delta table resolves columns "
+            "by id or by one physical name, so it cannot be converted in place"
+        )
+    if meta.num_rows != record_count:
+        raise IcebergReadError(
+            f"deltaspark: Iceberg data file {location} holds {meta.num_rows} rows, its manifest entry "
+            f"says {record_count}"
+        )
+    if actual != size:
+        raise IcebergReadError(
+            f"deltaspark: Iceberg data file {location} has {actual} bytes, its manifest entry says {size}"
+        )
+
+
+def file_describer(root: str, leaves: dict[int, tuple[list[str], str]]):  # noqa: ANN201 - mapInArrow
+    """Input rows: entry columns plus `delete_positions` and `dv_*` (as the Iceberg scan joins
+    them); output: DESCRIBED per data file."""
+
+    def run(batches):  # noqa: ANN001, ANN202
+        for batch in batches:
+            out = []
+            for row in batch.to_pylist():
+                location = row["file_path"]
+                if (row.get("file_format") or "").upper() != "PARQUET":
+                    raise IcebergReadError(
+                        f"deltaspark: Iceberg data file {location} is {row.get('file_format')}; "
+                        "Delta tables hold Parquet files only"
+                    )
+                records = row["record_count"]
+                _footer(location, records, row["file_size_in_bytes"])
+                if row.get("dv_path"):
+                    deleted = [p for p in _dv_positions(row).to_array().tolist() if p < records]
+                else:
+                    deleted = sorted({p for p in row.get("delete_positions") or () if 0 <= p < records})
+                inside = location.startswith(root + "/")
+                path = quote(location[len(root) + 1 :], safe=_SAFE) if inside else location
+                out.append(
+                    {
+                        "key": location,
+                        "path": path,
+                        "size": row["file_size_in_bytes"],
+                        "numRecords": records,
+                        "stats": json.dumps(_stats(row, leaves), separators=(",", ":")),
+                        "deleted": deleted,
+                    }
+                )
+            if out:
+                yield pa.RecordBatch.from_pylist(out, schema=DESCRIBED)
+
+    return run

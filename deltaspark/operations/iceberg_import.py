@@ -1,0 +1,284 @@
+"""CONVERT TO DELTA for Iceberg tables: a Delta log over the Iceberg table's Parquet data files, in
+place, as one commit; no data file is rewritten.
+
+- Columns keep their Iceberg field ids: the table uses column mapping in `id` mode, each column's
+  `delta.columnMapping.id` its Iceberg id and its physical name its current Iceberg name (readers
+  that resolve by name, such as delta-rs, then find columns never renamed).
+  `delta.columnMapping.maxColumnId` is Iceberg's `last-column-id`, so dropped ids are never reused.
+- The Delta table is not partitioned: Iceberg data files hold their partition source columns, so
+  every spec of a table with partition evolution reads alike. Statistics from the Iceberg metrics
+  (identity partition values are in the bounds) let Delta's data skipping prune as Iceberg would.
+- Position deletes and deletion vectors become Delta deletion vectors (new DV files under the table
+  root; the bitmaps are checked as a read checks them). Equality deletes cannot be expressed as
+  positions without reading every row, and are refused by name.
+- Each file's Parquet footer is read on the executors: the row count must match its manifest entry
+  and every column must carry a field id (files added without Iceberg's writer are resolved through
+  a name mapping, which Delta cannot express).
+- Before the commit, files, rows and deleted rows are counted on both sides.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from typing import Any
+
+from pyspark import cloudpickle
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from deltaspark.errors import CorruptIcebergMetadataError, UnsupportedFeatureError
+from deltaspark.features import dv_codec
+from deltaspark.features.enablement import features_for_schema, required_protocol
+from deltaspark.iceberg import manifests, scan, table_metadata
+from deltaspark.iceberg import types as ice_types
+from deltaspark.log.paths import normalize_root
+from deltaspark.operations import iceberg_file_describer
+from deltaspark.operations.deletion_vector_writer import DV_ROWS_SCHEMA, stage_dv_files
+from deltaspark.operations.write import new_table_metadata
+from deltaspark.storage import Storage
+from deltaspark.transaction.transaction import CommitResult, Transaction
+
+cloudpickle.register_pickle_by_value(iceberg_file_describer)
+
+log = logging.getLogger(__name__)
+ID_KEY = "delta.columnMapping.id"
+PHYSICAL_KEY = "delta.columnMapping.physicalName"
+_REFUSED_TYPES = {
+    "uuid": "Delta has no UUID type (Spark reads the 16 bytes as binary, not as the UUID's string)",
+    "time": "Spark has no TIME type that reads Parquet TIME columns",
+    "variant": "not converted yet",
+    "unknown": "Delta has no column type for it",
+}
+
+
+def _check_types(iceberg_type: Any, where: str) -> None:
+    if isinstance(iceberg_type, str):
+        if iceberg_type in _REFUSED_TYPES:
+            raise UnsupportedFeatureError(
+                f"Iceberg column {where} has type {iceberg_type}, which the conversion cannot keep: "
+                f"{_REFUSED_TYPES[iceberg_type]}",
+                [f"iceberg-type-{iceberg_type}"],
+            )
+        return
+    kind = iceberg_type.get("type")
+    if kind == "struct":
+        for f in iceberg_type["fields"]:
+            name = f"{where}.{f['name']}" if where else f["name"]
+            if f.get("initial-default") is not None:
+                raise UnsupportedFeatureError(
+                    f"Iceberg column {name} has an initial default; files written before it was added "
+                    "would read it as NULL in Delta",
+                    ["iceberg-initial-default"],
+                )
+            _check_types(f["type"], name)
+    elif kind == "list":
+        _check_types(iceberg_type["element"], f"{where}.element")
+    elif kind == "map":
+        _check_types(iceberg_type["key"], f"{where}.key")
+        _check_types(iceberg_type["value"], f"{where}.value")
+
+
+def _mapped(data_type: T.DataType) -> T.DataType:
+    """`data_type` with column mapping metadata (id and physical name) on every struct field."""
+    if isinstance(data_type, T.StructType):
+        fields = []
+        for f in data_type.fields:
+            metadata = {k: v for k, v in f.metadata.items() if k != ice_types.FIELD_ID_KEY}
+            metadata[ID_KEY] = int(f.metadata[ice_types.FIELD_ID_KEY])
+            metadata[PHYSICAL_KEY] = f.name
+            fields.append(T.StructField(f.name, _mapped(f.dataType), f.nullable, metadata))
+        return T.StructType(fields)
+    if isinstance(data_type, T.ArrayType):
+        return T.ArrayType(_mapped(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, T.MapType):
+        return T.MapType(
+            _mapped(data_type.keyType), _mapped(data_type.valueType), data_type.valueContainsNull
+        )
+    return data_type
+
+
+def delta_schema(schema: dict[str, Any]) -> T.StructType:
+    """The Delta schema of an Iceberg schema (JSON), with column mapping by Iceberg field id."""
+    _check_types(schema, "")
+    return _mapped(ice_types.struct_type(schema))
+
+
+def _leaves(schema: dict[str, Any]) -> dict[int, tuple[list[str], str]]:
+    """Field id -> (names through structs, Iceberg type) of the primitive columns statistics cover."""
+    types = {fid: f["type"] for fid, f in ice_types.field_index(schema).items()}
+    return {
+        fid: (names, types[fid])
+        for fid, names in scan._field_paths(schema).items()
+        if isinstance(types.get(fid), str)
+    }
+
+
+_IDENTIFIER = re.compile(r"^\s*iceberg\s*\.\s*`(.+)`\s*$", re.IGNORECASE | re.DOTALL)
+
+
+def parse_iceberg_identifier(identifier: str) -> str | None:
+    """The path of ``iceberg.`/path` `` (delta-spark's form); None for any other identifier."""
+    match = _IDENTIFIER.match(identifier)
+    return match.group(1) if match else None
+
+
+def convert_iceberg(
+    spark: SparkSession,
+    storage: Storage,
+    table_path: str,
+    metadata_location: str | None = None,
+    relocate: dict[str, str] | None = None,
+) -> CommitResult:
+    root = normalize_root(storage.qualify(table_path))
+    metadata = table_metadata.load(root, metadata_location, relocate)
+    snapshot = metadata.snapshots.get(metadata.current_snapshot_id or -1)
+    iceberg_schema = metadata.schema_for(snapshot)
+    schema = delta_schema(iceberg_schema)
+    txn = Transaction(spark, storage, table_path, None)  # refuses sessions that cannot commit
+
+    described = None
+    cached: list[DataFrame] = []
+    deletes_present = False
+    if snapshot is not None:
+        data_files = manifests.entries(spark, metadata, snapshot, manifest_content=0).where(
+            (F.col("status") != 2) & (F.col("content") == 0)
+        )
+        tasks, _, kinds = scan.with_applicable_deletes(spark, metadata, snapshot, data_files)
+        if any(k["content"] == 2 for k in kinds):
+            raise UnsupportedFeatureError(
+                f"The Iceberg table {root} has equality deletes; Delta deletes rows by position, and "
+                "finding those positions means reading every row: rewrite the table in Iceberg "
+                "(e.g. rewrite_data_files) or copy it, then convert",
+                ["iceberg-equality-deletes"],
+            )
+        deletes_present = any(k["content"] == 1 for k in kinds)
+        absent = {"delete_positions": "array<bigint>", "dv_path": "string", "dv_offset": "bigint"}
+        absent.update(dv_length="bigint", dv_cardinality="bigint")
+        for column, kind in absent.items():
+            if column not in tasks.columns:  # the snapshot has no deletes of that kind
+                tasks = tasks.withColumn(column, F.lit(None).cast(kind))
+        describer = iceberg_file_describer.file_describer(root, _leaves(iceberg_schema))
+        spark.sparkContext.setJobDescription(f"deltaspark: describing the data files of Iceberg table {root}")
+        described = (
+            tasks.repartition(manifests.parallelism(spark))
+            .mapInArrow(describer, _spark_schema(iceberg_file_describer.DESCRIBED))
+            .persist()
+        )
+    try:
+        configuration = {
+            "delta.columnMapping.mode": "id",
+            "delta.columnMapping.maxColumnId": str(int(metadata.raw.get("last-column-id") or 0)),
+        }
+        features = features_for_schema(schema) | {"columnMapping"}
+        if deletes_present:
+            configuration["delta.enableDeletionVectors"] = "true"
+            features.add("deletionVectors")
+        txn.updateProtocol(required_protocol(None, features))
+        txn.updateMetadata(new_table_metadata(schema, [], configuration))
+        counts = {"files": 0, "rows": 0, "deleted": 0}
+        if described is not None:
+            adds, counts = _adds(spark, storage, root, described, snapshot.timestamp_ms, cached)
+            txn.addFiles(adds)
+            _validate(spark, metadata, snapshot, root, counts)
+        parameters = {
+            "numFiles": counts["files"],
+            "partitionedBy": [],
+            "collectStats": False,
+            "sourceFormat": "iceberg",
+            "icebergSnapshotId": snapshot.snapshot_id if snapshot else None,
+            "icebergMetadata": metadata.metadata_file,
+        }
+        metrics = {
+            "numConvertedFiles": counts["files"],
+            "numOutputRows": counts["rows"] - counts["deleted"],
+            "numDeletionVectorsAdded": counts.get("vectors", 0),
+        }
+        log.info("Converting Iceberg table %s: %d data files", root, counts["files"])
+        return txn.commit("CONVERT", parameters, metrics)
+    finally:
+        for frame in [*cached, *([described] if described is not None else [])]:
+            frame.unpersist()
+
+
+def _adds(
+    spark: SparkSession,
+    storage: Storage,
+    root: str,
+    described: DataFrame,
+    modified: int,
+    cached: list[DataFrame],
+) -> tuple[DataFrame, dict[str, int]]:
+    """The `add` actions (with new DVs for files that lost rows) and the counts to check; what it
+    caches is appended to `cached`, to be released after the commit."""
+    totals = described.agg(
+        F.count(F.lit(1)).alias("files"),
+        F.coalesce(F.sum("numRecords"), F.lit(0)).alias("rows"),
+        F.coalesce(F.sum(F.size("deleted")), F.lit(0)).alias("deleted"),
+        F.count(F.when(F.size("deleted") > 0, 1)).alias("vectors"),
+    ).first()
+    counts = {k: int(totals[k]) for k in ("files", "rows", "deleted", "vectors")}
+    descriptors = None
+    if counts["vectors"]:
+        write_id = uuid.uuid4().hex
+        tasks = max(1, min(-(-counts["vectors"] // 1000), 200))
+        encoded = (
+            described.where(F.size("deleted") > 0)
+            .select("key", F.col("deleted").alias("rows"), "stats", "numRecords")
+            .repartition(tasks, "key")
+            .sortWithinPartitions("key")
+            .mapInArrow(dv_codec.dv_file_encoder(write_id), DV_ROWS_SCHEMA)
+            .persist()
+        )
+        cached.append(encoded)  # the descriptors must describe exactly the bytes written
+        stage_dv_files(storage, root, encoded, write_id)
+        descriptors = encoded.where(F.col("key").isNotNull()).select(
+            "key",
+            F.struct(
+                F.lit("u").alias("storageType"),
+                F.col("pathOrInlineDv"),
+                F.col("offset"),
+                F.col("sizeInBytes"),
+                F.col("cardinality"),
+                F.lit(None).cast("long").alias("maxRowIndex"),
+            ).alias("dv"),
+            F.col("stats").alias("dv_stats"),
+        )
+    files = described if descriptors is None else described.join(descriptors, "key", "left")
+    dv = F.col("dv") if descriptors is not None else F.lit(None)
+    stats = F.coalesce(F.col("dv_stats"), F.col("stats")) if descriptors is not None else F.col("stats")
+    adds = files.select(
+        F.struct(
+            F.col("path").alias("path"),
+            F.create_map().cast("map<string,string>").alias("partitionValues"),
+            F.col("size").alias("size"),
+            F.lit(modified).cast("long").alias("modificationTime"),
+            F.lit(True).alias("dataChange"),
+            stats.alias("stats"),
+            dv.alias("deletionVector"),
+        ).alias("add"),
+        F.col("numRecords").alias("num_records"),
+    )
+    return adds, counts
+
+
+def _validate(spark: SparkSession, metadata: Any, snapshot: Any, root: str, counts: dict[str, int]) -> None:
+    """The files and rows the Iceberg metadata holds against what the adds describe."""
+    from deltaspark.iceberg import row_count
+
+    expected = row_count.metadata_count(spark, metadata, snapshot)
+    live = counts["rows"] - counts["deleted"]
+    if expected is not None and expected != live:
+        raise CorruptIcebergMetadataError(
+            metadata.metadata_file,
+            f"its snapshot counts {expected} rows, but the data files of {root} less their deletes "
+            f"hold {live}; nothing was committed",
+        )
+
+
+def _spark_schema(arrow_schema: Any) -> T.StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(arrow_schema)
