@@ -60,10 +60,14 @@ def _refusal(spark, copy: Path, metadata: str) -> str | None:  # noqa: ANN001
         return "equality deletes"
     if files.where((F.col("content") == 0) & (F.upper("file_format") != "PARQUET")).limit(1).count():
         return "Parquet"
-    for row in files.where("content = 0").select("file_path").collect():
+    specs = table.metadata.specs
+    for row in files.where("content = 0").select("file_path", "spec_id").collect():
         schema = pq.read_schema(row[0].removeprefix("file:"))
         if any(not f.metadata or b"PARQUET:field_id" not in f.metadata for f in schema):
             return "field ids"  # a file Iceberg reads through its name mapping
+        held = {int(f.metadata[b"PARQUET:field_id"]) for f in schema}
+        if any(f.transform == "identity" and f.source_id not in held for f in specs[row[1]]):
+            return "identity partition"  # Iceberg readers fill it from the partition value
     return None
 
 
@@ -74,22 +78,20 @@ def test_converted_table_reads_the_iceberg_rows(spark, tmp_path, name) -> None: 
     info = next(t for t in ic.tables() if t.name == name)
     copy = iceberg_copy.relocated_copy(info.path, list(info.prefixes), tmp_path / name)
     iceberg = IcebergTable.forPath(spark, str(copy), info.entry_metadata)
-    try:
-        expected = iceberg.toDF()
-        expected_rows = _json_rows(expected)
-    except DeltaSparkError as exc:
-        pytest.skip(f"deltaspark's Iceberg reader refuses the table: {exc}")
     refusal = _refusal(spark, copy, info.entry_metadata)
     if refusal is not None:
         with pytest.raises(DeltaSparkError, match=refusal):
             _convert(spark, copy, info.entry_metadata)
-        assert not (copy / "_delta_log").exists() or not any((copy / "_delta_log").glob("*.json"))
+        assert not list(copy.glob("_delta_log/*.json"))
         return
     try:
         table = _convert(spark, copy, info.entry_metadata)
-    except UnsupportedFeatureError as exc:
-        assert "iceberg-type" in str(exc.features) or "initial default" in str(exc), exc
+    except UnsupportedFeatureError as exc:  # types Delta cannot hold, initial defaults: by name
+        assert any(f.startswith("iceberg-") for f in exc.features), exc
+        assert not list(copy.glob("_delta_log/*.json"))
         return
+    expected = iceberg.toDF()
+    expected_rows = _json_rows(expected)
     delta = table.toDF()
     assert delta.columns == expected.columns
     assert _json_rows(delta) == expected_rows
@@ -161,7 +163,7 @@ def test_deletes_become_deletion_vectors_that_delta_rs_reads(spark, tmp_path, ve
     assert DeltaTable.convertToDelta(spark, f"iceberg.`{path}`").snapshot().version == 0  # already Delta
 
 
-def test_damaged_or_foreign_data_files_are_refused_by_name(spark, tmp_path) -> None:  # noqa: ANN001
+def test_foreign_or_damaged_data_files(spark, tmp_path) -> None:  # noqa: ANN001
     generated = _generated(tmp_path, 2, files=8)
     path = Path(generated.path)
     victim = sorted(path.glob("data/part=*/*.parquet"))[0]  # a data file, not a delete file
@@ -176,11 +178,13 @@ def test_damaged_or_foreign_data_files_are_refused_by_name(spark, tmp_path) -> N
     with pytest.raises(DeltaSparkError, match=f"{victim.name}.*rows"):
         _convert(spark, path)
     assert not list(path.glob("_delta_log/*.json"))
-    # the same rows and ids, but not the bytes the manifest describes (a replaced file)
+    # the same rows and ids in other bytes than the manifest says (DuckDB records such sizes):
+    # Delta readers fetch the footer by the add's size, so the add gives the real one
     pq.write_table(original, victim, compression="none")
-    with pytest.raises(DeltaSparkError, match=f"{victim.name}.*bytes"):
-        _convert(spark, path)
-    assert not list(path.glob("_delta_log/*.json"))
+    table = _convert(spark, path)
+    sizes = {r["path"]: r["size"] for r in table.snapshot().files().collect()}
+    assert sizes[str(victim.relative_to(path))] == victim.stat().st_size
+    assert table.toDF().count() == generated.rows
 
 
 def pa_schema_without_ids(schema):  # noqa: ANN001, ANN201

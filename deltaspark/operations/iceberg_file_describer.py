@@ -1,8 +1,8 @@
 """Describing an Iceberg data file as a Delta `add`, on the executors (a `mapInArrow`).
 
-For each live data file: its size and Parquet footer are read and checked (the byte and row counts
-its manifest entry gives; field ids on its columns, by which a Delta table in column mapping `id`
-mode resolves them); its Iceberg metrics become Delta statistics (`numRecords`, and `minValues`,
+For each live data file: its Parquet footer is read and checked (the row count its manifest entry
+gives; field ids on its columns, by which a Delta table in column mapping `id` mode resolves them)
+and its real size taken; its Iceberg metrics become Delta statistics (`numRecords`, and `minValues`,
 `maxValues`, `nullCount` where they are true bounds); the rows its deletes remove (the applicable
 deletion vector, else the applicable position deletes, below the file's row count) are listed for
 a Delta deletion vector. Its path becomes a URI relative to the table root when it lies under it.
@@ -92,7 +92,9 @@ def _stats(row: dict[str, Any], leaves: dict[int, tuple[list[str], str]]) -> dic
     return stats
 
 
-def _footer(location: str, record_count: int, size: int) -> None:
+def _footer(location: str, record_count: int, identity: dict[int, str]) -> int:
+    """Check the file's footer against its manifest entry; its size in bytes. A Delta `add` must
+    give the real size (readers fetch the footer from it); some writers (DuckDB) record another."""
     import pyarrow.parquet as pq
 
     try:
@@ -111,20 +113,26 @@ def _footer(location: str, record_count: int, size: int) -> None:
             "without Iceberg's writer, read through a name mapping); a Delta table resolves columns "
             "by id or by one physical name, so it cannot be converted in place"
         )
+    held = {stored_id(f) for f in schema}
+    missing = sorted(name for field_id, name in identity.items() if field_id not in held)
+    if missing:
+        raise IcebergReadError(
+            f"deltaspark: Iceberg data file {location} does not hold its identity partition "
+            f"column(s) {', '.join(missing)} (Iceberg readers take them from the partition values); "
+            "an unpartitioned Delta table would read them as NULL, so it cannot be converted yet"
+        )
     if meta.num_rows != record_count:
         raise IcebergReadError(
             f"deltaspark: Iceberg data file {location} holds {meta.num_rows} rows, its manifest entry "
             f"says {record_count}"
         )
-    if actual != size:
-        raise IcebergReadError(
-            f"deltaspark: Iceberg data file {location} has {actual} bytes, its manifest entry says {size}"
-        )
+    return actual
 
 
-def file_describer(root: str, leaves: dict[int, tuple[list[str], str]]):  # noqa: ANN201 - mapInArrow
+def file_describer(root: str, leaves: dict[int, tuple[list[str], str]], identity: dict[int, dict[int, str]]):  # noqa: ANN201 - mapInArrow
     """Input rows: entry columns plus `delete_positions` and `dv_*` (as the Iceberg scan joins
-    them); output: DESCRIBED per data file."""
+    them); output: DESCRIBED per data file. `identity` lists, per partition spec id, the source
+    field ids (and names) of its identity transforms, which every file must hold."""
 
     def run(batches):  # noqa: ANN001, ANN202
         for batch in batches:
@@ -137,7 +145,7 @@ def file_describer(root: str, leaves: dict[int, tuple[list[str], str]]):  # noqa
                         "Delta tables hold Parquet files only"
                     )
                 records = row["record_count"]
-                _footer(location, records, row["file_size_in_bytes"])
+                size = _footer(location, records, identity.get(row["spec_id"], {}))
                 if row.get("dv_path"):
                     deleted = [p for p in _dv_positions(row).to_array().tolist() if p < records]
                 else:
@@ -148,7 +156,7 @@ def file_describer(root: str, leaves: dict[int, tuple[list[str], str]]):  # noqa
                     {
                         "key": location,
                         "path": path,
-                        "size": row["file_size_in_bytes"],
+                        "size": size,
                         "numRecords": records,
                         "stats": json.dumps(_stats(row, leaves), separators=(",", ":")),
                         "deleted": deleted,

@@ -160,7 +160,16 @@ def convert_iceberg(
         for column, kind in absent.items():
             if column not in tasks.columns:  # the snapshot has no deletes of that kind
                 tasks = tasks.withColumn(column, F.lit(None).cast(kind))
-        describer = iceberg_file_describer.file_describer(root, _leaves(iceberg_schema))
+        names = {fid: f["name"] for fid, f in ice_types.field_index(iceberg_schema).items()}
+        identity = {
+            spec_id: {
+                f.source_id: names.get(f.source_id, str(f.source_id))
+                for f in fields
+                if f.transform == "identity"
+            }
+            for spec_id, fields in metadata.specs.items()
+        }
+        describer = iceberg_file_describer.file_describer(root, _leaves(iceberg_schema), identity)
         spark.sparkContext.setJobDescription(f"deltaspark: describing the data files of Iceberg table {root}")
         described = (
             tasks.repartition(manifests.parallelism(spark))
