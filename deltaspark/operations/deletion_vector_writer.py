@@ -17,7 +17,7 @@ import math
 import uuid
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltaspark.errors import DeletionVectorError
@@ -100,19 +100,24 @@ def write_deletion_vectors(
         .join(info.select("key", "oldCardinality"), "key")
         .select(
             "key",
-            F.struct(
-                F.lit("u").alias("storageType"),
-                F.col("pathOrInlineDv"),
-                F.col("offset"),
-                F.col("sizeInBytes"),
-                F.col("cardinality"),
-                F.lit(None).cast("long").alias("maxRowIndex"),
-            ).alias("deletionVector"),
+            encoded_descriptor().alias("deletionVector"),
             F.col("stats"),
             (F.col("cardinality") - F.col("oldCardinality")).alias("newlyDeleted"),
         )
     )
     return DeletionVectorUpdate(descriptors, written, encoded)
+
+
+def encoded_descriptor() -> Column:
+    """The DV descriptor of a row `dv_codec.dv_file_encoder` produced for a data file."""
+    return F.struct(
+        F.lit("u").alias("storageType"),
+        F.col("pathOrInlineDv"),
+        F.col("offset"),
+        F.col("sizeInBytes"),
+        F.col("cardinality"),
+        F.lit(None).cast("long").alias("maxRowIndex"),
+    )
 
 
 def stage_dv_files(storage: Storage, root: str, encoded: DataFrame, write_id: str) -> int:

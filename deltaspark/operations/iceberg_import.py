@@ -36,7 +36,7 @@ from deltaspark.iceberg import manifests, scan, table_metadata
 from deltaspark.iceberg import types as ice_types
 from deltaspark.log.paths import normalize_root
 from deltaspark.operations import iceberg_file_describer
-from deltaspark.operations.deletion_vector_writer import DV_ROWS_SCHEMA, stage_dv_files
+from deltaspark.operations.deletion_vector_writer import DV_ROWS_SCHEMA, encoded_descriptor, stage_dv_files
 from deltaspark.operations.write import new_table_metadata
 from deltaspark.storage import Storage
 from deltaspark.transaction.transaction import CommitResult, Transaction
@@ -245,14 +245,7 @@ def _adds(
         stage_dv_files(storage, root, encoded, write_id)
         descriptors = encoded.where(F.col("key").isNotNull()).select(
             "key",
-            F.struct(
-                F.lit("u").alias("storageType"),
-                F.col("pathOrInlineDv"),
-                F.col("offset"),
-                F.col("sizeInBytes"),
-                F.col("cardinality"),
-                F.lit(None).cast("long").alias("maxRowIndex"),
-            ).alias("dv"),
+            encoded_descriptor().alias("dv"),
             F.col("stats").alias("dv_stats"),
         )
     files = described if descriptors is None else described.join(descriptors, "key", "left")
