@@ -30,6 +30,7 @@ SUBSET = {
     "impala-iceberg_v2_positional_update_all_rows",  # every row deleted, then re-added
     "duckdb-iceberg_v1_deprecated",  # format 1
     "duckdb-struct_filter_issue",  # NOT NULL fields nested in a struct, read through column mapping
+    "duckdb-hive_partitioned_table",  # files without their identity partition columns: Delta partitions
     "duckdb-name_mapping",  # refused: files without field ids
     "duckdb-equality_deletes_partitioned",  # refused: equality deletes
     "impala-iceberg_v2_partitioned_position_deletes_orc",  # refused: ORC data files
@@ -61,14 +62,41 @@ def _refusal(spark, copy: Path, metadata: str) -> str | None:  # noqa: ANN001
     if files.where((F.col("content") == 0) & (F.upper("file_format") != "PARQUET")).limit(1).count():
         return "Parquet"
     specs = table.metadata.specs
-    for row in files.where("content = 0").select("file_path", "spec_id").collect():
+    rows = files.where("content = 0").select("file_path", "spec_id").collect()
+    lacking = False
+    for row in rows:
         schema = pq.read_schema(row[0].removeprefix("file:"))
         if any(not f.metadata or b"PARQUET:field_id" not in f.metadata for f in schema):
             return "field ids"  # a file Iceberg reads through its name mapping
         held = {int(f.metadata[b"PARQUET:field_id"]) for f in schema}
-        if any(f.transform == "identity" and f.source_id not in held for f in specs[row[1]]):
-            return "identity partition"  # Iceberg readers fill it from the partition value
+        lacking |= any(f.transform == "identity" and f.source_id not in held for f in specs[row[1]])
+    if lacking and not _identity_partition_columns(table, {row[1] for row in rows}):
+        return "identity partition"  # Iceberg readers fill it from the partition value
     return None
+
+
+def _identity_partition_columns(table: IcebergTable, live_specs: set[int]) -> list[str]:
+    """The Delta partition columns a conversion must choose: the identity partition columns, when
+    every live spec has the same ones, each a top-level column of a type Delta partitions by."""
+    identity = {
+        frozenset(f.source_id for f in table.metadata.specs[s] if f.transform == "identity")
+        for s in live_specs
+    }
+    if len(identity) != 1:
+        return []
+    schema = table.metadata.schema_for(table.metadata.snapshots.get(table.metadata.current_snapshot_id or -1))
+    top = {f["id"]: f for f in schema["fields"]}
+    sources = next(iter(identity))
+    simple = ("boolean", "int", "long", "float", "double", "date", "timestamp", "timestamptz", "string")
+    if any(
+        s not in top or not (top[s]["type"] in simple or str(top[s]["type"]).startswith("decimal("))
+        for s in sources
+    ):
+        return []
+    default = (
+        table.metadata.default_spec_id if table.metadata.default_spec_id in live_specs else min(live_specs)
+    )
+    return [top[f.source_id]["name"] for f in table.metadata.specs[default] if f.transform == "identity"]
 
 
 @pytest.mark.parametrize("name", _names())
@@ -90,6 +118,13 @@ def test_converted_table_reads_the_iceberg_rows(spark, tmp_path, name) -> None: 
         assert any(f.startswith("iceberg-") for f in exc.features), exc
         assert not list(copy.glob("_delta_log/*.json"))
         return
+    live_specs = {
+        r[0] for r in iceberg.snapshot().files().where("content = 0").select("spec_id").distinct().collect()
+    }
+    if live_specs:  # empty-string values would leave it unpartitioned; no conformance table has one
+        assert list(table.snapshot().metadata.partitionColumns) == _identity_partition_columns(
+            iceberg, live_specs
+        )
     expected = iceberg.toDF()
     expected_rows = _json_rows(expected)
     delta = table.toDF()
@@ -100,6 +135,80 @@ def test_converted_table_reads_the_iceberg_rows(spark, tmp_path, name) -> None: 
     if snapshot_id in info.rows:  # the count the source project's README publishes
         assert delta.count() == info.rows[snapshot_id]
     assert _delta_rs_count(copy) == len(expected_rows)  # an independent Delta reader
+    if not _renamed(iceberg):  # delta-rs resolves columns by physical name (the current name)
+        assert _delta_rs_rows(spark, copy, delta.schema, tmp_path) == expected_rows
+
+
+def _file_names(arrow_type, prefix: str = "") -> dict[int, str]:  # noqa: ANN001
+    """Field id -> dotted name of every struct field in a Parquet file's Arrow schema (the
+    elements of lists and maps are `[]`, whatever the writer named them)."""
+    import pyarrow as pa
+
+    out: dict[int, str] = {}
+    if isinstance(arrow_type, pa.Schema) or pa.types.is_struct(arrow_type):
+        children = [(c, c.name) for c in arrow_type]
+    elif pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        children = [(arrow_type.value_field, "[]")]
+    elif pa.types.is_map(arrow_type):
+        children = [(arrow_type.key_field, "[k]"), (arrow_type.item_field, "[v]")]
+    else:
+        children = []
+    for child, label in children:
+        name = f"{prefix}{label}"
+        if child.metadata and b"PARQUET:field_id" in child.metadata:
+            out[int(child.metadata[b"PARQUET:field_id"])] = name
+        out.update(_file_names(child.type, name + "."))
+    return out
+
+
+def _schema_names(iceberg_type, prefix: str = "") -> dict[int, str]:  # noqa: ANN001
+    """The same for an Iceberg schema (JSON)."""
+    out: dict[int, str] = {}
+    if not isinstance(iceberg_type, dict):
+        return out
+    kind = iceberg_type.get("type")
+    if kind == "struct":
+        children = [(f["id"], f["name"], f["type"]) for f in iceberg_type["fields"]]
+    elif kind == "list":
+        children = [(iceberg_type["element-id"], "[]", iceberg_type["element"])]
+    elif kind == "map":
+        children = [
+            (iceberg_type["key-id"], "[k]", iceberg_type["key"]),
+            (iceberg_type["value-id"], "[v]", iceberg_type["value"]),
+        ]
+    else:
+        children = []
+    for field_id, label, child in children:
+        out[int(field_id)] = f"{prefix}{label}"
+        out.update(_schema_names(child, f"{prefix}{label}."))
+    return out
+
+
+def _renamed(iceberg: IcebergTable) -> bool:
+    """Whether a live data file names a column otherwise than the current schema does."""
+    metadata = iceberg.metadata
+    current = _schema_names(metadata.schema_for(metadata.snapshots.get(metadata.current_snapshot_id or -1)))
+    paths = iceberg.snapshot().files().where("content = 0").select("file_path").collect()
+    for (path,) in paths:
+        held = _file_names(pq.read_schema(path.removeprefix("file:")))
+        if any(current.get(field_id, name) != name for field_id, name in held.items()):
+            return True
+    return False
+
+
+def _delta_rs_rows(spark, path: Path, schema, tmp_path: Path) -> list[str]:  # noqa: ANN001
+    """delta-rs's rows of the table, through Parquet into Spark, cast to the table's schema."""
+    import pyarrow as pa
+    from deltalake import DeltaTable as RsTable
+    from deltalake import QueryBuilder
+
+    result = pa.table(QueryBuilder().register("t", RsTable(str(path))).execute("SELECT * FROM t").read_all())
+    out = tmp_path / "delta-rs-rows.parquet"
+    pq.write_table(result, out)
+    rows = spark.read.parquet(str(out))
+    return _json_rows(
+        rows.select([F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields])
+    )
 
 
 def _delta_rs_count(path: Path) -> int:
@@ -156,6 +265,11 @@ def test_deletes_become_deletion_vectors_that_delta_rs_reads(spark, tmp_path, ve
         and stats[2] == generated.rows_before_deletes - 1
     )
     assert _delta_rs_count(path) == generated.rows
+    assert _delta_rs_rows(spark, path, table.toDF().schema, tmp_path) == iceberg_rows
+    # the identity partition column is a Delta partition column, its values from the partition tuples
+    assert list(snapshot.metadata.partitionColumns) == ["part"]
+    parts = snapshot.files().select(F.col("partitionValues")["part"].alias("p")).distinct().collect()
+    assert sorted(r.p for r in parts) == [str(p) for p in range(4)]
     commit = (path / "_delta_log" / "00000000000000000000.json").read_text().splitlines()
     info = next(json.loads(line)["commitInfo"] for line in commit if '"commitInfo"' in line)
     assert info["operation"] == "CONVERT" and info["operationParameters"]["sourceFormat"] == "iceberg"
@@ -191,3 +305,63 @@ def pa_schema_without_ids(schema):  # noqa: ANN001, ANN201
     import pyarrow as pa
 
     return pa.schema([pa.field(f.name, f.type, f.nullable) for f in schema])
+
+
+@pytest.mark.parametrize(
+    ("value", "kind", "text"),
+    [
+        ("2024-03-01T10:11:12.000345+00:00", "timestamptz", "2024-03-01T10:11:12.000345Z"),
+        ("2024-03-01T10:11:12.5", "timestamp", "2024-03-01 10:11:12.500000"),
+        ("2024-02-29", "date", "2024-02-29"),
+        ("0.0000012", "decimal(9, 7)", "0.0000012"),
+        (1.5, "double", "1.5"),
+        ("NaN", "float", "NaN"),
+        (-1e300 * 1e300, "double", "-Infinity"),
+        (True, "boolean", "true"),
+        (-7, "long", "-7"),
+        ("é/ x", "string", "é/ x"),
+        (None, "string", None),
+    ],
+)
+def test_partition_values_serialize_as_delta_reads_them(value, kind, text) -> None:  # noqa: ANN001
+    from deltaspark.operations.iceberg_file_describer import delta_partition_value
+
+    assert delta_partition_value(value, kind) == text
+
+
+def test_an_empty_string_partition_value_is_not_written() -> None:
+    from deltaspark.operations.iceberg_file_describer import delta_partition_value
+
+    with pytest.raises(ValueError, match="null"):
+        delta_partition_value("", "string")  # Delta reads an empty partition value as null
+
+
+def test_partitioning_needs_one_set_of_identity_columns() -> None:
+    """Identity columns become partition columns only when every live spec has the same ones; a
+    file lacking one is refused otherwise, by name."""
+    from types import SimpleNamespace
+
+    from deltaspark.operations.iceberg_import import _partitioning
+
+    meta = SimpleNamespace(default_spec_id=1)
+    identity = {0: {2: "part"}, 1: {2: "part"}, 2: {2: "part", 3: "day"}, 3: {4: "raw"}}
+    fields = {
+        0: [(1000, "part", "int")],
+        1: [(1001, "part", "int")],
+        2: [(1000, "part", "int"), (1001, "day", "date")],
+        3: [],
+    }
+
+    def counts(specs: list[int], lacking: str | None = None, problem: str | None = None) -> dict:
+        return {"specs": specs, "lacking": lacking, "problem": problem}
+
+    assert _partitioning(meta, counts([0, 1]), identity, fields) == ["part"]
+    assert _partitioning(meta, counts([2]), identity, fields) == ["part", "day"]
+    assert _partitioning(meta, counts([0, 2]), identity, fields) == []  # specs differ, files hold them
+    with pytest.raises(UnsupportedFeatureError, match="f.parquet.*identity partition.*different identity"):
+        _partitioning(meta, counts([0, 2], lacking="f.parquet"), identity, fields)
+    with pytest.raises(UnsupportedFeatureError, match="f.parquet.*cannot partition by raw"):
+        _partitioning(meta, counts([3], lacking="f.parquet"), identity, fields)  # e.g. binary
+    assert _partitioning(meta, counts([0], problem="an empty string"), identity, fields) == []
+    with pytest.raises(UnsupportedFeatureError, match="an empty string"):
+        _partitioning(meta, counts([0], lacking="f.parquet", problem="an empty string"), identity, fields)

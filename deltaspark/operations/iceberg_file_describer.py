@@ -6,6 +6,9 @@ and its real size taken; its Iceberg metrics become Delta statistics (`numRecord
 `maxValues`, `nullCount` where they are true bounds); the rows its deletes remove (the applicable
 deletion vector, else the applicable position deletes, below the file's row count) are listed for
 a Delta deletion vector. Its path becomes a URI relative to the table root when it lies under it.
+
+Its identity partition values are serialized as Delta `partitionValues`; whether the table is
+partitioned by them is decided once every file is described (`holdsIdentity`, `partitionProblem`).
 """
 
 from __future__ import annotations
@@ -31,8 +34,14 @@ DESCRIBED = pa.schema(
         ("numRecords", pa.int64()),
         ("stats", pa.string()),
         ("deleted", pa.list_(pa.int64())),
+        ("spec_id", pa.int32()),
+        ("holdsIdentity", pa.bool_()),
+        ("partitionValues", pa.map_(pa.string(), pa.string())),
+        ("partitionProblem", pa.string()),
     ]
 )
+# Iceberg types a Delta partition column can hold with a value Delta's serialization keeps exactly
+PARTITIONABLE = ("boolean", "int", "long", "float", "double", "date", "timestamp", "timestamptz", "string")
 _BOUNDED = ("int", "long", "float", "double", "date", "timestamp", "timestamptz", "string")
 _SAFE = "/=:@-._~!$&'()*+,;"
 
@@ -92,9 +101,58 @@ def _stats(row: dict[str, Any], leaves: dict[int, tuple[list[str], str]]) -> dic
     return stats
 
 
-def _footer(location: str, record_count: int, identity: dict[int, str]) -> int:
-    """Check the file's footer against its manifest entry; its size in bytes. A Delta `add` must
-    give the real size (readers fetch the footer from it); some writers (DuckDB) record another."""
+def partitionable(iceberg_type: Any) -> bool:
+    if not isinstance(iceberg_type, str):
+        return False
+    return iceberg_type in PARTITIONABLE or iceberg_type.startswith("decimal(")
+
+
+def delta_partition_value(value: Any, iceberg_type: str) -> str | None:
+    """An Iceberg JSON single value as Delta's "Partition Value Serialization" writes it. An empty
+    string is refused (ValueError): Delta reads an empty partition value as null."""
+    typed = ice_types.from_json(value, iceberg_type)
+    if typed is None:
+        return None
+    if isinstance(typed, bool):
+        return "true" if typed else "false"
+    if isinstance(typed, float):
+        if math.isnan(typed):
+            return "NaN"
+        if math.isinf(typed):
+            return "Infinity" if typed > 0 else "-Infinity"
+        return repr(typed)
+    if isinstance(typed, decimal.Decimal):
+        return format(typed, "f")
+    if isinstance(typed, dt.datetime):
+        if iceberg_type == "timestamptz":
+            return typed.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return typed.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(typed, dt.date):
+        return typed.isoformat()
+    if isinstance(typed, str) and typed == "":
+        raise ValueError("an empty string, which Delta reads as null")
+    return str(typed)
+
+
+def _partition_values(
+    row: dict[str, Any], fields: list[tuple[int, str, str]]
+) -> tuple[list[tuple[str, str | None]], str | None]:
+    """`partitionValues` of a data file from its manifest entry's partition tuple (canonical JSON
+    keyed by partition field id), and why they cannot be written (None: they can)."""
+    given = json.loads(row.get("partition") or "{}")
+    values = []
+    for field_id, name, kind in fields:
+        try:
+            values.append((name, delta_partition_value(given.get(str(field_id)), kind)))
+        except (ValueError, TypeError, ArithmeticError) as exc:
+            return [], f"the partition value of {name} in {row['file_path']} is {exc}"
+    return values, None
+
+
+def _footer(location: str, record_count: int) -> tuple[int, set[int]]:
+    """Check the file's footer against its manifest entry; its size in bytes and the field ids of
+    its columns. A Delta `add` must give the real size (readers fetch the footer from it); some
+    writers (DuckDB) record another."""
     import pyarrow.parquet as pq
 
     try:
@@ -113,26 +171,25 @@ def _footer(location: str, record_count: int, identity: dict[int, str]) -> int:
             "without Iceberg's writer, read through a name mapping); a Delta table resolves columns "
             "by id or by one physical name, so it cannot be converted in place"
         )
-    held = {stored_id(f) for f in schema}
-    missing = sorted(name for field_id, name in identity.items() if field_id not in held)
-    if missing:
-        raise IcebergReadError(
-            f"deltaspark: Iceberg data file {location} does not hold its identity partition "
-            f"column(s) {', '.join(missing)} (Iceberg readers take them from the partition values); "
-            "an unpartitioned Delta table would read them as NULL, so it cannot be converted yet"
-        )
     if meta.num_rows != record_count:
         raise IcebergReadError(
             f"deltaspark: Iceberg data file {location} holds {meta.num_rows} rows, its manifest entry "
             f"says {record_count}"
         )
-    return actual
+    return actual, {stored_id(f) for f in schema}
 
 
-def file_describer(root: str, leaves: dict[int, tuple[list[str], str]], identity: dict[int, dict[int, str]]):  # noqa: ANN201 - mapInArrow
+def file_describer(  # noqa: ANN201 - mapInArrow
+    root: str,
+    leaves: dict[int, tuple[list[str], str]],
+    identity: dict[int, dict[int, str]],
+    partition_fields: dict[int, list[tuple[int, str, str]]],
+):
     """Input rows: entry columns plus `delete_positions` and `dv_*` (as the Iceberg scan joins
     them); output: DESCRIBED per data file. `identity` lists, per partition spec id, the source
-    field ids (and names) of its identity transforms, which every file must hold."""
+    field ids (and names) of its identity transforms (`holdsIdentity`: the file holds them all);
+    `partition_fields` the `(partition field id, column name, type)` of those that could be Delta
+    partition columns."""
 
     def run(batches):  # noqa: ANN001, ANN202
         for batch in batches:
@@ -145,7 +202,9 @@ def file_describer(root: str, leaves: dict[int, tuple[list[str], str]], identity
                         "Delta tables hold Parquet files only"
                     )
                 records = row["record_count"]
-                size = _footer(location, records, identity.get(row["spec_id"], {}))
+                size, held = _footer(location, records)
+                spec_id = row["spec_id"]
+                values, problem = _partition_values(row, partition_fields.get(spec_id, []))
                 if row.get("dv_path"):
                     deleted = [p for p in _dv_positions(row).to_array().tolist() if p < records]
                 else:
@@ -160,6 +219,10 @@ def file_describer(root: str, leaves: dict[int, tuple[list[str], str]], identity
                         "numRecords": records,
                         "stats": json.dumps(_stats(row, leaves), separators=(",", ":")),
                         "deleted": deleted,
+                        "spec_id": spec_id,
+                        "holdsIdentity": all(f in held for f in identity.get(spec_id, {})),
+                        "partitionValues": values,
+                        "partitionProblem": problem,
                     }
                 )
             if out:

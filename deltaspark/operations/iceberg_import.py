@@ -5,9 +5,12 @@ place, as one commit; no data file is rewritten.
   `delta.columnMapping.id` its Iceberg id and its physical name its current Iceberg name (readers
   that resolve by name, such as delta-rs, then find columns never renamed).
   `delta.columnMapping.maxColumnId` is Iceberg's `last-column-id`, so dropped ids are never reused.
-- The Delta table is not partitioned: Iceberg data files hold their partition source columns, so
-  every spec of a table with partition evolution reads alike. Statistics from the Iceberg metrics
-  (identity partition values are in the bounds) let Delta's data skipping prune as Iceberg would.
+- Partitioning: the identity partition columns become Delta partition columns (values from each
+  file's partition tuple), when every live file's spec has the same ones and Delta can hold their
+  values; otherwise the table is not partitioned (Iceberg data files hold their partition source
+  columns, so every spec of a table with partition evolution reads alike), which is refused when a
+  file lacks an identity column (DuckDB writes such files). Statistics from the Iceberg metrics let
+  Delta's data skipping prune as Iceberg would.
 - Position deletes and deletion vectors become Delta deletion vectors (new DV files under the table
   root; the bitmaps are checked as a read checks them). Equality deletes cannot be expressed as
   positions without reading every row, and are refused by name.
@@ -160,16 +163,10 @@ def convert_iceberg(
         for column, kind in absent.items():
             if column not in tasks.columns:  # the snapshot has no deletes of that kind
                 tasks = tasks.withColumn(column, F.lit(None).cast(kind))
-        names = {fid: f["name"] for fid, f in ice_types.field_index(iceberg_schema).items()}
-        identity = {
-            spec_id: {
-                f.source_id: names.get(f.source_id, str(f.source_id))
-                for f in fields
-                if f.transform == "identity"
-            }
-            for spec_id, fields in metadata.specs.items()
-        }
-        describer = iceberg_file_describer.file_describer(root, _leaves(iceberg_schema), identity)
+        identity, partition_fields = _identity_fields(metadata, iceberg_schema)
+        describer = iceberg_file_describer.file_describer(
+            root, _leaves(iceberg_schema), identity, partition_fields
+        )
         spark.sparkContext.setJobDescription(f"deltaspark: describing the data files of Iceberg table {root}")
         described = (
             tasks.repartition(manifests.parallelism(spark))
@@ -185,16 +182,21 @@ def convert_iceberg(
         if deletes_present:
             configuration["delta.enableDeletionVectors"] = "true"
             features.add("deletionVectors")
-        txn.updateProtocol(required_protocol(None, features))
-        txn.updateMetadata(new_table_metadata(schema, [], configuration))
-        counts = {"files": 0, "rows": 0, "deleted": 0}
+        counts: dict[str, Any] = {"files": 0, "rows": 0, "deleted": 0}
+        partition_columns: list[str] = []
         if described is not None:
-            adds, counts = _adds(spark, storage, root, described, snapshot.timestamp_ms, cached)
+            counts = _survey(described)
+            partition_columns = _partitioning(metadata, counts, identity, partition_fields)
+        txn.updateProtocol(required_protocol(None, features))
+        txn.updateMetadata(new_table_metadata(schema, partition_columns, configuration))
+        if described is not None:
+            modified = snapshot.timestamp_ms
+            adds = _adds(storage, root, described, modified, cached, counts, bool(partition_columns))
             txn.addFiles(adds)
             _validate(spark, metadata, snapshot, root, counts)
         parameters = {
             "numFiles": counts["files"],
-            "partitionedBy": [],
+            "partitionedBy": partition_columns,
             "collectStats": False,
             "sourceFormat": "iceberg",
             "icebergSnapshotId": snapshot.snapshot_id if snapshot else None,
@@ -212,23 +214,95 @@ def convert_iceberg(
             frame.unpersist()
 
 
-def _adds(
-    spark: SparkSession,
-    storage: Storage,
-    root: str,
-    described: DataFrame,
-    modified: int,
-    cached: list[DataFrame],
-) -> tuple[DataFrame, dict[str, int]]:
-    """The `add` actions (with new DVs for files that lost rows) and the counts to check; what it
-    caches is appended to `cached`, to be released after the commit."""
+def _identity_fields(
+    metadata: Any, iceberg_schema: dict[str, Any]
+) -> tuple[dict[int, dict[int, str]], dict[int, list[tuple[int, str, str]]]]:
+    """Per partition spec: the source field ids (and names) of its identity transforms, and the
+    `(partition field id, column name, type)` of those a Delta partition column can hold (a
+    top-level column of a type whose serialized value reads back exactly)."""
+    fields = ice_types.field_index(iceberg_schema)
+    top_level = {int(f["id"]) for f in iceberg_schema["fields"]}
+    identity: dict[int, dict[int, str]] = {}
+    partition_fields: dict[int, list[tuple[int, str, str]]] = {}
+    for spec_id, spec in metadata.specs.items():
+        sources = [f for f in spec if f.transform == "identity"]
+        identity[spec_id] = {f.source_id: fields.get(f.source_id, {}).get("name", "?") for f in sources}
+        partition_fields[spec_id] = [
+            (f.field_id, fields[f.source_id]["name"], fields[f.source_id]["type"])
+            for f in sources
+            if f.source_id in top_level and iceberg_file_describer.partitionable(fields[f.source_id]["type"])
+        ]
+    return identity, partition_fields
+
+
+def _survey(described: DataFrame) -> dict[str, Any]:
+    """Files, rows, deleted rows and vectors to write, the partition specs of the live files, and a
+    file lacking an identity column or a partition value Delta cannot hold: one aggregate."""
     totals = described.agg(
         F.count(F.lit(1)).alias("files"),
         F.coalesce(F.sum("numRecords"), F.lit(0)).alias("rows"),
         F.coalesce(F.sum(F.size("deleted")), F.lit(0)).alias("deleted"),
         F.count(F.when(F.size("deleted") > 0, 1)).alias("vectors"),
+        F.collect_set("spec_id").alias("specs"),
+        F.first(F.when(~F.col("holdsIdentity"), F.col("key")), ignorenulls=True).alias("lacking"),
+        F.first("partitionProblem", ignorenulls=True).alias("problem"),
     ).first()
-    counts = {k: int(totals[k]) for k in ("files", "rows", "deleted", "vectors")}
+    counts: dict[str, Any] = {k: int(totals[k]) for k in ("files", "rows", "deleted", "vectors")}
+    counts.update(specs=sorted(totals["specs"]), lacking=totals["lacking"], problem=totals["problem"])
+    return counts
+
+
+def _partitioning(
+    metadata: Any,
+    counts: dict[str, Any],
+    identity: dict[int, dict[int, str]],
+    partition_fields: dict[int, list[tuple[int, str, str]]],
+) -> list[str]:
+    """The Delta partition columns: the identity partition columns, when every live file's spec has
+    the same ones and Delta can hold their values (as delta-spark's converter partitions by them);
+    else none, which is refused if a file lacks one of them (Iceberg readers fill those columns
+    from the partition values; an unpartitioned Delta table would read NULL)."""
+    specs = counts["specs"]
+    if not specs:
+        return []
+    sources = {frozenset(identity.get(s, {})) for s in specs}
+    why = None
+    if len(sources) > 1:
+        why = f"its live data files have partition specs {specs} with different identity fields"
+    else:
+        common = identity.get(specs[0], {})
+        held = {name for _, name, _ in partition_fields.get(specs[0], [])}
+        other = sorted(set(common.values()) - held)
+        if other:
+            why = f"Delta cannot partition by {', '.join(other)} (a nested column or a type it cannot hold)"
+        elif counts["problem"]:
+            why = counts["problem"]
+    if why is None:
+        default = metadata.default_spec_id if metadata.default_spec_id in specs else specs[0]
+        return [name for _, name, _ in partition_fields.get(default, [])]
+    if counts["lacking"]:
+        raise UnsupportedFeatureError(
+            f"Iceberg data file {counts['lacking']} does not hold its identity partition column(s) "
+            "(Iceberg readers take them from the partition values) and they cannot be Delta "
+            f"partition columns: {why}; an unpartitioned Delta table would read them as NULL",
+            ["iceberg-identity-partition-values"],
+        )
+    log.info("Converting to an unpartitioned Delta table: %s", why)
+    return []
+
+
+def _adds(
+    storage: Storage,
+    root: str,
+    described: DataFrame,
+    modified: int,
+    cached: list[DataFrame],
+    counts: dict[str, Any],
+    partitioned: bool,
+) -> DataFrame:
+    """The `add` actions (with new DVs for files that lost rows, and partition values when the
+    table is partitioned); what it caches is appended to `cached`, to be released after the
+    commit."""
     descriptors = None
     if counts["vectors"]:
         write_id = uuid.uuid4().hex
@@ -254,7 +328,9 @@ def _adds(
     adds = files.select(
         F.struct(
             F.col("path").alias("path"),
-            F.create_map().cast("map<string,string>").alias("partitionValues"),
+            (F.col("partitionValues") if partitioned else F.create_map().cast("map<string,string>")).alias(
+                "partitionValues"
+            ),
             F.col("size").alias("size"),
             F.lit(modified).cast("long").alias("modificationTime"),
             F.lit(True).alias("dataChange"),
@@ -263,7 +339,7 @@ def _adds(
         ).alias("add"),
         F.col("numRecords").alias("num_records"),
     )
-    return adds, counts
+    return adds
 
 
 def _validate(spark: SparkSession, metadata: Any, snapshot: Any, root: str, counts: dict[str, int]) -> None:
