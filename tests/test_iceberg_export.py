@@ -267,6 +267,41 @@ def test_counts_that_disagree_with_the_delta_snapshot_commit_nothing(spark, tabl
     assert IcebergTable.forPath(spark, table.path).snapshot().snapshotId == first.snapshot_id
 
 
+def test_data_bytes_are_checked_against_the_delta_snapshot(spark, table) -> None:  # noqa: ANN001
+    """Each conversion records the data files' bytes; the next (incremental) one adds what it
+    changed to the recorded total, and a total that disagrees with the Delta snapshot's sizes
+    commits nothing. A snapshot without the total is converted in full."""
+    key = "deltaspark.data-files-size"
+    first = table.toIceberg()
+    metadata_file = Path(first.metadata_location.removeprefix("file:"))
+    raw = json.loads(metadata_file.read_text())
+    summary = raw["snapshots"][-1]["summary"]
+    delta_bytes = table.snapshot().files().agg(F.sum("size")).first()[0]
+    assert int(summary[key]) == delta_bytes
+    table.delete("a < 3")  # rewrites manifests: their bytes before and after
+    deltaspark.write(spark.createDataFrame(_rows(40, 42), SCHEMA), table.path)
+    second = table.toIceberg()
+    assert second.incremental
+    summary = json.loads(Path(second.metadata_location.removeprefix("file:")).read_text())["snapshots"][-1][
+        "summary"
+    ]
+    assert int(summary[key]) == table.snapshot().files().agg(F.sum("size")).first()[0] != delta_bytes
+    # the recorded total no longer says what the kept manifests list
+    latest = Path(second.metadata_location.removeprefix("file:"))
+    raw = json.loads(latest.read_text())
+    raw["snapshots"][-1]["summary"][key] = str(int(raw["snapshots"][-1]["summary"][key]) + 1)
+    latest.write_text(json.dumps(raw))
+    deltaspark.write(spark.createDataFrame(_rows(42, 44), SCHEMA), table.path)
+    with pytest.raises(IcebergExportMismatchError, match="bytes of data files"):
+        table.toIceberg()
+    # no total recorded (a conversion by an older deltaspark): converted in full
+    del raw["snapshots"][-1]["summary"][key]
+    latest.write_text(json.dumps(raw))
+    third = table.toIceberg()
+    assert third.written and not third.incremental
+    assert _sorted(_pyiceberg(third.metadata_location)) == _sorted(_spark_rows(table.toDF()))
+
+
 def test_deletion_vectors_and_row_lineage_in_format_3(spark, tmp_path) -> None:  # noqa: ANN001
     path = str(tmp_path / "dv")
     props = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
@@ -367,3 +402,36 @@ def test_data_files_with_a_change_type_column_read_in_pyiceberg(spark, conforman
     assert any("_change_type" in pq.read_schema(path / p).names for p in live)  # not a table column
     done = table.toIceberg()
     assert _sorted(_pyiceberg(done.metadata_location)) == _sorted(_spark_rows(table.toDF()))
+
+
+def test_the_name_mapping_keeps_fields_earlier_snapshots_hold() -> None:
+    """Files of earlier snapshots hold columns the schema no longer has (a restore to an older
+    schema); readers resolving files without field ids through the mapping must still find them,
+    unless the current schema uses the name again."""
+    from deltaspark.operations.iceberg_export import _kept_mappings
+
+    previous = [
+        {"field-id": 1, "names": ["i"]},
+        {
+            "field-id": 2,
+            "names": ["s"],
+            "fields": [{"field-id": 4, "names": ["x"]}, {"field-id": 5, "names": ["y"]}],
+        },
+        {"field-id": 3, "names": ["k"]},
+        {"field-id": 6, "names": ["j"]},
+    ]
+    current = [
+        {"field-id": 1, "names": ["i"]},
+        {"field-id": 2, "names": ["s"], "fields": [{"field-id": 4, "names": ["x"]}]},
+        {"field-id": 7, "names": ["j"]},  # a new field reusing a dropped one's name
+    ]
+    assert _kept_mappings(current, previous) == [
+        {"field-id": 1, "names": ["i"]},
+        {
+            "field-id": 2,
+            "names": ["s"],
+            "fields": [{"field-id": 4, "names": ["x"]}, {"field-id": 5, "names": ["y"]}],
+        },
+        {"field-id": 7, "names": ["j"]},
+        {"field-id": 3, "names": ["k"]},
+    ]

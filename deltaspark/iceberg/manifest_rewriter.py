@@ -32,6 +32,8 @@ REWRITTEN_ROW = pa.schema(
         ("deleted_files_count", pa.int32()),
         ("deleted_rows_count", pa.int64()),
         ("min_sequence_number", pa.int64()),
+        ("bytes_before", pa.int64()),  # sizes of the data files live before the rewrite
+        ("bytes_after", pa.int64()),  # and after it
     ]
 )
 
@@ -50,7 +52,7 @@ def rewrite(row: dict[str, Any], snapshot_id: int, metadata_dir: str) -> dict[st
     drop = set(row["drop"] or ())
     manifest_sequence = row["sequence_number"]
     out: list[dict[str, Any]] = []
-    existing = deleted = existing_rows = deleted_rows = 0
+    existing = deleted = existing_rows = deleted_rows = bytes_before = bytes_after = 0
     min_sequence: int | None = None
     for entry in _records(location, reader):
         if entry["status"] == DELETED:
@@ -63,6 +65,8 @@ def rewrite(row: dict[str, Any], snapshot_id: int, metadata_dir: str) -> dict[st
             "sequence_number": manifest_sequence if sequence is None else sequence,
             "file_sequence_number": manifest_sequence if file_sequence is None else file_sequence,
         }
+        size = data_file["file_size_in_bytes"] if (data_file.get("content") or 0) == 0 else 0
+        bytes_before += size
         if _key(data_file) in drop:
             copied.update(status=DELETED, snapshot_id=snapshot_id)
             deleted += 1
@@ -74,6 +78,7 @@ def rewrite(row: dict[str, Any], snapshot_id: int, metadata_dir: str) -> dict[st
             )
             existing += 1
             existing_rows += data_file["record_count"]
+            bytes_after += size
             seq = copied["sequence_number"]
             min_sequence = seq if min_sequence is None else min(min_sequence, seq)
         out.append(copied)
@@ -99,6 +104,8 @@ def rewrite(row: dict[str, Any], snapshot_id: int, metadata_dir: str) -> dict[st
         "deleted_files_count": deleted,
         "deleted_rows_count": deleted_rows,
         "min_sequence_number": min_sequence,
+        "bytes_before": bytes_before,
+        "bytes_after": bytes_after,
     }
 
 

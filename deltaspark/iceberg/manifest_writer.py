@@ -34,6 +34,7 @@ MANIFEST_ROW = pa.schema(
         ("content", pa.int32()),
         ("added_files_count", pa.int32()),
         ("added_rows_count", pa.int64()),
+        ("data_bytes", pa.int64()),  # the data files' sizes (not a manifest list field)
         (
             "partitions",
             pa.list_(
@@ -205,6 +206,7 @@ def manifest_writer(
             "content": content,
             "added_files_count": len(entries),
             "added_rows_count": rows,
+            "data_bytes": sum(e["data_file"]["file_size_in_bytes"] for e in entries) if content == 0 else 0,
             "partitions": summary.rows() if partition else None,
         }
 

@@ -201,11 +201,14 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
             spark, storage, snapshot, previous, converted, spec_id, format_version, root
         )
     previous_rows: list[dict[str, Any]] = []
+    data_bytes = 0  # of the data files the kept and rewritten manifests list
     if increment is not None:
         spark.sparkContext.setJobDescription(
             f"deltaspark: rewriting Iceberg manifests of {root} with files changed since the last conversion"
         )
-        previous_rows = iceberg_incremental.rewrite(spark, increment, snapshot_id, sequence, metadata_dir)
+        previous_rows, data_bytes = iceberg_incremental.rewrite(
+            spark, increment, snapshot_id, sequence, metadata_dir
+        )
         tasks = tasks.join(increment.touched, tasks["file_path"] == increment.touched["path"], "left_semi")
     spark.sparkContext.setJobDescription(
         f"deltaspark: Iceberg manifests for {root} at version {snapshot.version}"
@@ -241,7 +244,8 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
     removed = sum(
         r["deleted_files_count"] or 0 for r in previous_rows if r["added_snapshot_id"] == snapshot_id
     )
-    _validate(files, root, snapshot.version, data_files, data_rows, total(1, "rows"))
+    data_bytes += sum(r["data_bytes"] or 0 for r in written)
+    _validate(files, root, snapshot.version, data_files, data_rows, total(1, "rows"), data_bytes)
     log.info(
         "Iceberg export of %s (%s): %d data files, %d deletion vectors, %d manifests (%d new)",
         root,
@@ -270,6 +274,7 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
     summary = {
         "operation": "overwrite" if previous is not None and (increment is None or removed) else "append",
         DELTA_VERSION: str(snapshot.version),
+        iceberg_incremental.DATA_BYTES: str(data_bytes),
         "total-data-files": str(data_files),
         "total-delete-files": str(vectors),
         "total-records": str(data_rows),
@@ -299,7 +304,12 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
         **dict(raw.get("properties", {})),
         DELTA_VERSION: str(snapshot.version),
         DELTA_TIMESTAMP: str(snapshot.timestampMs),
-        "schema.name-mapping.default": json.dumps(_name_mapping(converted)),
+        "schema.name-mapping.default": json.dumps(
+            _kept_mappings(
+                _name_mapping(converted),
+                json.loads(raw.get("properties", {}).get("schema.name-mapping.default") or "[]"),
+            )
+        ),
     }
     version = (_metadata_version(previous.metadata_file) if previous else 0) + 1
     location = f"{metadata_dir}/v{version}.metadata.json"
@@ -352,21 +362,26 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
     )
 
 
-def _validate(files: Any, root: str, version: int, data_files: int, rows: int, deleted: int) -> None:
+def _validate(
+    files: Any, root: str, version: int, data_files: int, rows: int, deleted: int, data_bytes: int
+) -> None:
     """Before committing, check the manifests' own counts against the Delta snapshot, as UniForm
-    does: live files, their rows (when every file has `numRecords`) and the rows deletion vectors
-    remove. A mismatch commits nothing."""
+    does: live files, their bytes, their rows (when every file has `numRecords`) and the rows
+    deletion vectors remove. A mismatch commits nothing."""
     expected = files.agg(
         F.count(F.lit(1)).alias("files"),
         F.sum("stats_parsed.numRecords").alias("rows"),
         F.count("stats_parsed.numRecords").alias("with_rows"),
         F.coalesce(F.sum("deletionVector.cardinality"), F.lit(0)).alias("deleted"),
+        F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
     ).first()
     problems = []
     if expected["files"] != data_files:
         problems.append(f"{data_files} data files, the Delta snapshot has {expected['files']}")
     if expected["with_rows"] == expected["files"] and (expected["rows"] or 0) != rows:
         problems.append(f"{rows} rows, the Delta statistics count {expected['rows']}")
+    if expected["bytes"] != data_bytes:
+        problems.append(f"{data_bytes} bytes of data files, the Delta snapshot has {expected['bytes']}")
     if expected["deleted"] != deleted:
         problems.append(f"{deleted} deleted rows, the deletion vectors hold {expected['deleted']}")
     if problems:
@@ -383,6 +398,31 @@ def _name_mapping(converted: from_spark.IcebergSchema) -> list[dict[str, Any]]:
     if all(name not in entry["names"] for entry in mapping):
         mapping.append({"field-id": field_id, "names": [name]})
     return mapping
+
+
+def _kept_mappings(current: list[dict[str, Any]], previous: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The name mapping with the previous one's entries for fields no longer in the schema: files
+    of earlier snapshots (time travel) still hold those columns, and readers resolving them through
+    the mapping (pyiceberg) fail on a column the mapping does not name. A name the current schema
+    uses again at that level is left to the current field."""
+    by_id = {e.get("field-id"): e for e in current if e.get("field-id") is not None}
+    used = {n for e in current for n in e.get("names", [])}
+    out = [dict(e) for e in current]
+    index = {e.get("field-id"): i for i, e in enumerate(out) if e.get("field-id") is not None}
+    for old in previous:
+        field_id = old.get("field-id")
+        if field_id is None:
+            continue
+        if field_id in by_id:
+            if old.get("fields"):
+                merged = _kept_mappings(by_id[field_id].get("fields") or [], old["fields"])
+                out[index[field_id]] = {**out[index[field_id]], "fields": merged}
+            continue
+        names = [n for n in old.get("names", []) if n not in used]
+        if names:
+            out.append({**old, "names": names})
+            used.update(names)
+    return out
 
 
 def _metadata_version(metadata_file: str) -> int:

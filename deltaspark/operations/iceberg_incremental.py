@@ -33,6 +33,9 @@ cloudpickle.register_pickle_by_value(manifest_rewriter)
 
 log = logging.getLogger(__name__)
 DELTA_VERSION = "delta-version"
+# The data files' total size, in each snapshot summary a conversion writes: an incremental
+# conversion checks its manifests' bytes against the Delta snapshot without decoding kept ones.
+DATA_BYTES = "deltaspark.data-files-size"
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class Increment:
     live: list[dict[str, Any]]  # the previous snapshot's manifest-list rows with live entries
     dirty: DataFrame  # manifest_path, sequence_number, added_snapshot_id, drop: those to rewrite
     touched: DataFrame  # path: every file a commit since the last conversion added or removed
+    data_bytes: int  # the data files' total size the previous snapshot recorded
 
 
 def _fallback(why: str, root: str) -> None:
@@ -66,6 +70,8 @@ def plan(
         return _fallback("no earlier snapshot", root)
     if current.summary.get(DELTA_VERSION) != recorded:
         return _fallback("the current Iceberg snapshot was not written by a conversion", root)
+    if not str(current.summary.get(DATA_BYTES, "")).isdigit():
+        return _fallback(f"the last conversion recorded no {DATA_BYTES}", root)
     if previous.format_version != format_version:
         return _fallback(f"format {previous.format_version} becomes {format_version}", root)
     if previous.default_spec_id != spec_id:
@@ -103,15 +109,20 @@ def plan(
         [(m["manifest_path"], m["sequence_number"], m["added_snapshot_id"]) for m in live],
         "manifest_path string, sequence_number long, added_snapshot_id long",
     )
-    return Increment(live=live, dirty=manifest_rows.join(dirty, "manifest_path"), touched=touched)
+    return Increment(
+        live=live,
+        dirty=manifest_rows.join(dirty, "manifest_path"),
+        touched=touched,
+        data_bytes=int(current.summary[DATA_BYTES]),
+    )
 
 
 def rewrite(
     spark: Any, increment: Increment, snapshot_id: int, sequence: int, metadata_dir: str
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], int]:
     """Rewrite the dirty manifests on the executors (one pass over the previous manifests) and
-    return the new manifest list's rows for every previous manifest: kept ones unchanged,
-    rewritten ones as added in this snapshot."""
+    return the new manifest list's rows for every previous manifest (kept ones unchanged,
+    rewritten ones as added in this snapshot) and the data bytes they now list."""
     run = manifest_rewriter.manifest_rewriter(snapshot_id, metadata_dir)
     spread = increment.dirty.repartition(parallelism(spark))
     rewritten = {r["old_path"]: r.asDict() for r in spread.mapInArrow(run, _spark_schema()).collect()}
@@ -147,7 +158,8 @@ def rewrite(
         len(increment.live) - len(rewritten),
         len(rewritten),
     )
-    return out
+    change = sum(r["bytes_after"] - r["bytes_before"] for r in rewritten.values())
+    return out, increment.data_bytes + change
 
 
 def _spark_schema() -> Any:
