@@ -470,3 +470,22 @@ def test_many_files_cross_to_the_jvm_in_one_call(spark, log):
     before = spark.conf.get(key, None)
     assert _ids(DeltaTable.forPath(spark, log.path).toDF()) == list(range(len(names)))
     assert spark.conf.get(key, None) == before
+
+
+def test_a_small_read_with_deletion_vectors_replays_the_log_once(spark, log):
+    """The file list collected for Spark's scan carries the DV descriptors: the deleted rows are
+    found from them, so the query neither replays the log again nor shuffles descriptors."""
+    first = write_parquet(log.root, "a.parquet", IDS)
+    second = write_parquet(log.root, "b.parquet", IDS)
+    descriptor, _ = _dv_file(log.root, [1, 2])
+    log.commit(
+        0,
+        DV_PROTOCOL,
+        metadata(),
+        {"add": {**first["add"], "deletionVector": descriptor}},
+        {"add": {**second["add"], "deletionVector": descriptor}},  # one DV file, read once
+    )
+    frame = DeltaTable.forPath(spark, log.path).toDF()
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    assert "json" not in plan.lower() and "hashpartitioning" not in plan.lower(), plan
+    assert _ids(frame) == sorted([i for i in range(10) if i not in (1, 2)] * 2)

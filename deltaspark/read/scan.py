@@ -129,12 +129,23 @@ def deletion_key(path_key: Column, dv_id: Column | None) -> Column:
     return path_key if dv_id is None else F.concat(path_key, F.lit("\u0001"), dv_id)
 
 
-def deleted_rows(snapshot: Any, dv_files: DataFrame, by_dv: bool = False) -> DataFrame:
+def deleted_rows(
+    snapshot: Any, dv_files: DataFrame, by_dv: bool = False, listed: list[Any] | None = None
+) -> DataFrame:
     """`(key, row_index)` for every row deleted by the DVs of `dv_files` (rows of `files()`),
     decoded on the executors; `key` is `deletion_key(...)`. DV files are read with Spark's
     `binaryFile` source (Hadoop FileSystem, cluster credentials); only their distinct paths
-    visit the driver. A DV that fails a check fails the query, naming the data file and the DV."""
+    visit the driver. A DV that fails a check fails the query, naming the data file and the DV.
+
+    `listed`: the same files already collected (rows with `path` and `deletionVector`), for a read
+    of few files. The descriptors and their DV file locations then come from the driver: finding
+    the DV files runs no job, and the query neither replays the log again nor shuffles."""
     spark, root = snapshot._spark, snapshot.tableRoot
+    if listed is not None:
+        distinct = {(r["path"], r["deletionVector"]): None for r in listed}  # Rows hash by value
+        local = [(path, dv, _local_location(path, dv, root)) for path, dv in distinct]
+        schema = dv_files.select("path", "deletionVector").schema.add("location", "string")
+        dv_files = spark.createDataFrame(local, schema)
     dv = F.col("deletionVector")
     path_key = canonical_path(F.col("path"), root)
     descriptors = dv_files.select(
@@ -145,28 +156,41 @@ def deleted_rows(snapshot: Any, dv_files: DataFrame, by_dv: bool = False) -> Dat
         F.coalesce(dv.getField("offset"), F.lit(0)).alias("offset"),
         dv.getField("sizeInBytes").alias("sizeInBytes"),
         dv.getField("cardinality").alias("cardinality"),
-    ).distinct()
-    on_disk_ids = (
-        descriptors.where(F.col("storageType") != "i")
-        .groupBy("storageType", "pathOrInlineDv")
-        .agg(F.min("file").alias("file"))
-        .collect()
+        *([F.col("location")] if listed is not None else []),
     )
+    if listed is not None:
+        locations = sorted({loc for _, _, loc in local if loc is not None})
+        placed = descriptors.where(F.col("storageType") != "i")
+    else:
+        descriptors = descriptors.distinct()
+        on_disk_ids = (
+            descriptors.where(F.col("storageType") != "i")
+            .groupBy("storageType", "pathOrInlineDv")
+            .agg(F.min("file").alias("file"))
+            .collect()
+        )
+        located = [
+            (row["storageType"], row["pathOrInlineDv"], _dv_location(row, root)) for row in on_disk_ids
+        ]
+        locations = [loc for _, _, loc in located]
+        if located:
+            files = spark.createDataFrame(
+                located, "storageType string, pathOrInlineDv string, location string"
+            )
+            placed = descriptors.where(F.col("storageType") != "i").join(
+                files, ["storageType", "pathOrInlineDv"]
+            )
     columns = ["key", "file", "storageType", "pathOrInlineDv", "offset", "sizeInBytes", "cardinality"]
     inline = descriptors.where(F.col("storageType") == "i").select(
         *columns, F.lit(None).cast("binary").alias("record"), F.lit(None).cast("string").alias("where")
     )
     records = inline
-    if on_disk_ids:
-        locations = [
-            (row["storageType"], row["pathOrInlineDv"], _dv_location(row, root)) for row in on_disk_ids
-        ]
-        files = spark.createDataFrame(locations, "storageType string, pathOrInlineDv string, location string")
+    if locations:
         try:
             contents = (
                 spark.read.format("binaryFile")
                 .options(**_STRICT)
-                .load([escape_glob(loc) for _, _, loc in locations])
+                .load([escape_glob(loc) for loc in locations])
                 .select(canonical_path(F.col("path"), root).alias("location"), "content")
             )
         except Exception as exc:
@@ -176,22 +200,25 @@ def deleted_rows(snapshot: Any, dv_files: DataFrame, by_dv: bool = False) -> Dat
                     f"deltaspark: deletion vector {missing.group(1)}: the file does not exist"
                 ) from exc
             raise
-        on_disk = (
-            descriptors.where(F.col("storageType") != "i")
-            .join(files, ["storageType", "pathOrInlineDv"])
-            .join(contents, "location", "left")
-            .select(
-                *columns,
-                # The DV record at its offset (a negative offset is refused by the decoder).
-                F.when(F.col("offset") >= 0, F.expr("substring(content, offset + 1, sizeInBytes + 8)")).alias(
-                    "record"
-                ),
-                F.concat(F.col("location"), F.lit("@"), F.col("offset").cast("string")).alias("where"),
-            )
+        on_disk = placed.join(contents, "location", "left").select(
+            *columns,
+            # The DV record at its offset (a negative offset is refused by the decoder).
+            F.when(F.col("offset") >= 0, F.expr("substring(content, offset + 1, sizeInBytes + 8)")).alias(
+                "record"
+            ),
+            F.concat(F.col("location"), F.lit("@"), F.col("offset").cast("string")).alias("where"),
         )
         records = records.unionByName(on_disk)
     check_python_workers(spark)
     return records.mapInArrow(dv_codec.deleted_row_batches, "key string, row_index long")
+
+
+def _local_location(path: str, dv: Any, root: str) -> str | None:
+    """`_dv_location` of a descriptor on the driver (None for an inline DV)."""
+    if dv["storageType"] == "i":
+        return None
+    row = {"storageType": dv["storageType"], "pathOrInlineDv": dv["pathOrInlineDv"], "file": path}
+    return _dv_location(row, root)
 
 
 def _dv_location(row: Any, root: str) -> str:
@@ -244,6 +271,7 @@ def read_files(
             "path",
             F.col("deletionVector").isNotNull().alias("hasDv"),
             F.col("deletionVector.cardinality").alias("deleted"),
+            "deletionVector",  # the descriptors, so that the deleted rows need no second replay
         )
         .limit(limit + 1)
         .collect()
@@ -370,7 +398,9 @@ def _read_native(
         rows = rows.join(entries, rows["_key"] == entries["_file_key"], "left")
     if has_dvs:
         by_dv = joined and repeated
-        deleted = deleted_rows(snapshot, files.where(F.col("deletionVector").isNotNull()), by_dv=by_dv)
+        deleted = deleted_rows(
+            snapshot, files.where(F.col("deletionVector").isNotNull()), by_dv=by_dv, listed=with_dv
+        )
         broadcast_limit = int(
             conf_get(spark, BROADCAST_DELETED_ROWS_CONF, str(DEFAULT_BROADCAST_DELETED_ROWS))
         )
