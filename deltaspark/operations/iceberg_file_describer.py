@@ -125,8 +125,9 @@ def delta_partition_value(value: Any, iceberg_type: str) -> str | None:
         return format(typed, "f")
     if isinstance(typed, dt.datetime):
         if iceberg_type == "timestamptz":
-            return typed.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        return typed.strftime("%Y-%m-%d %H:%M:%S.%f")
+            utc = typed.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            return utc.isoformat(timespec="microseconds") + "Z"
+        return typed.isoformat(sep=" ", timespec="microseconds")  # years below 1000 keep 4 digits
     if isinstance(typed, dt.date):
         return typed.isoformat()
     if isinstance(typed, str) and typed == "":
