@@ -83,13 +83,6 @@ PYICEBERG_QUIRKS = {
 }
 
 
-def _names() -> list[str]:
-    try:
-        return [t.name for t in ic.tables()]
-    except BaseException:  # folder absent: one test reports the skip (or the CI failure)
-        return ["<conformance folder>"]
-
-
 def _table(name: str) -> ic.Table:
     for t in ic.tables():
         if t.name == name:
@@ -141,7 +134,7 @@ def copies(tmp_path_factory) -> Path:  # noqa: ANN001
 
 @pytest.mark.one_suite("4.x")  # decoding and deletes run in Python tasks, the same code on both Spark
 # versions; test_iceberg_read.py exercises the 3.5 side (types, joins, Arrow schemas) on both.
-@pytest.mark.parametrize("name", _names())
+@pytest.mark.parametrize("name", ic.table_names())
 def test_every_snapshot_reads_as_published(spark, copies, name) -> None:  # noqa: ANN001
     if name not in SUBSET and not ALL:
         pytest.skip("not in the CI subset; DELTASPARK_ICEBERG_ALL_TABLES=1 reads every table")
