@@ -348,6 +348,41 @@ def test_deletion_vectors_and_row_lineage_in_format_3(spark, tmp_path) -> None: 
     )
 
 
+def test_a_vector_gone_from_a_shared_puffin_file_deletes_nothing(spark, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """Two files' DVs in one Puffin file; a restore drops one of them. pyiceberg 0.12 applies every
+    blob of a Puffin file it opens, so the incremental conversion writes the surviving DV again into
+    a new Puffin file: no live entry names the old one."""
+    from deltaspark.operations import iceberg_export
+
+    monkeypatch.setattr(iceberg_export, "parallelism", lambda spark: 1)  # one task: one Puffin file
+    path = str(tmp_path / "shared")
+    props = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
+    key = "spark.sql.parquet.outputTimestampType"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "TIMESTAMP_MICROS")  # (pyiceberg applies no deletes to INT96 files)
+    try:
+        deltaspark.write(spark.createDataFrame(_rows(0, 20), SCHEMA).coalesce(1), path, properties=props)
+        deltaspark.write(spark.createDataFrame(_rows(20, 40), SCHEMA).coalesce(1), path)
+    finally:
+        spark.conf.set(key, before)
+    table = DeltaTable.forPath(spark, path)
+    table.delete("a = 3")
+    one_vector = table.snapshot().version
+    table.delete("a = 23")
+    done = table.toIceberg(formatVersion=3)
+    vectors = IcebergTable.forPath(spark, path).snapshot().files().where("content = 1")
+    assert done.deletion_vectors == 2 and vectors.select("file_path").distinct().count() == 1
+    table.restoreToVersion(one_vector)  # the second file goes back to having no DV
+    if table.snapshot().configuration.get("delta.enableRowTracking") != "true":
+        table.setProperties({"delta.enableRowTracking": "true"})
+    again = table.toIceberg(formatVersion=3)
+    assert again.incremental and again.deletion_vectors == 1
+    delta_rows = _sorted(_spark_rows(table.toDF()))
+    assert len(delta_rows) == 39 and _sorted(_pyiceberg(again.metadata_location)) == delta_rows
+    live = IcebergTable.forPath(spark, path).snapshot().files().where("content = 1")
+    assert live.select("file_path").first()[0] != vectors.select("file_path").first()[0]
+
+
 def test_refusals_by_name(spark, table, monkeypatch) -> None:  # noqa: ANN001
     with pytest.raises(UnsupportedFeatureError, match="row tracking"):
         table.toIceberg(formatVersion=3)

@@ -102,6 +102,7 @@ def plan(
     listed = [r.asDict(recursive=True) for r in manifests(spark, previous, current).collect()]
     live = [m for m in listed if (m["added_files_count"] or 0) + (m["existing_files_count"] or 0) > 0]
     named = entries(spark, previous, current).where(F.col("status") != manifest_rewriter.DELETED)
+    touched = _with_puffin_neighbours(named, touched)
     key = F.when(F.col("content") == 0, F.col("file_path")).otherwise(F.col("referenced_data_file"))
     hits = named.join(touched, key == touched["path"], "left_semi")
     dirty = hits.groupBy("manifest_path").agg(F.collect_list(key).alias("drop"))
@@ -115,6 +116,20 @@ def plan(
         touched=touched,
         data_bytes=int(current.summary[DATA_BYTES]),
     )
+
+
+def _with_puffin_neighbours(named: DataFrame, touched: DataFrame) -> DataFrame:
+    """`touched` plus the data files whose deletion vectors share a Puffin file with a touched one.
+
+    A Puffin file holds the DVs of every data file one task converted, and some readers (pyiceberg
+    0.12) apply every blob of a Puffin file they open, whatever the manifests say of each: a DV
+    marked DELETED would still delete rows while another DV of its file stays live. So when one DV
+    of a Puffin file changes, every data file with a DV there counts as changed: all of the file's
+    entries become DELETED, and the DVs still live are written again into new Puffin files."""
+    vectors = named.where(F.col("content") == 1).select("file_path", "referenced_data_file")
+    puffins = vectors.join(touched, vectors["referenced_data_file"] == touched["path"], "left_semi")
+    neighbours = vectors.join(puffins.select("file_path").distinct(), "file_path", "left_semi")
+    return touched.unionByName(neighbours.select(F.col("referenced_data_file").alias("path"))).distinct()
 
 
 def rewrite(
