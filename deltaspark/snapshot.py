@@ -35,7 +35,7 @@ from deltaspark.features.protocol import Protocol, check_readable
 from deltaspark.features.schema import drop_void_fields
 from deltaspark.features.stats import conform_parsed_stats, parse_stats_json, stats_schema
 from deltaspark.log import action_schemas as schemas
-from deltaspark.log import protocol_metadata_cache, small_log
+from deltaspark.log import driver_replay, protocol_metadata_cache, small_log
 from deltaspark.log.commit_timestamps import MISSING_ICT, InCommitTimestamps, monotonic_file_times
 from deltaspark.log.files import LogFile
 from deltaspark.log.listing import list_log_files, log_dir_of, plan_segment, table_root_from
@@ -217,8 +217,23 @@ class Snapshot:
         limit = int(conf_get(self._spark, BROADCAST_TAIL_BYTES_CONF, str(DEFAULT_BROADCAST_TAIL_BYTES)))
         return self.segment.tail_bytes <= limit
 
+    @cached_property
+    def _driver_replayed_rows(self) -> DataFrame | None:
+        """`_reconciled_file_rows` of a small log, replayed on the driver (`driver_replay`)."""
+        if self._sidecars:
+            return None  # V2 checkpoints with sidecars are for big tables
+        dvs = self.protocol.hasFeature("deletionVectors")
+        state = driver_replay.file_state(self._spark, self._storage, self.segment, self.tableRoot, dvs)
+        if state is None:
+            return None
+        log.info("Replayed version %d on the driver: %d file actions", self.version, len(state.entries))
+        return driver_replay.reconciled_frame(self._spark, state, self._stats_schemas[0])
+
     def _reconciled_file_rows(self) -> DataFrame:
         """Every live logical file (`is_add`) and tombstone (`not is_add`), unexpired or not."""
+        replayed = self._driver_replayed_rows
+        if replayed is not None:
+            return replayed
         physical_stats = self._stats_schemas[0]
         checkpoint = self._checkpoint_actions(["add", "remove"], include_sidecars=True)
         tail = self._tail_actions(["add", "remove"])

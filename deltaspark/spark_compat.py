@@ -163,3 +163,18 @@ def arrow_schema(schema: Any) -> Any:
         return to_arrow_schema(schema, timezone="UTC")  # Spark 4: time zone for timestamp columns
     except TypeError:  # Spark 3.5's signature has no time zone
         return to_arrow_schema(schema)
+
+
+def local_frame(spark: SparkSession, columns: dict[str, list[Any]], schema: Any) -> Any:
+    """A DataFrame over rows held on the driver, as a `LocalRelation`: collecting it (and the
+    projections and filters Spark folds into it) runs no Spark job. `schema`: flat columns only
+    (the Arrow conversion of Spark 3.5 takes no nested types)."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pydict(columns, schema=arrow_schema(schema))
+    if spark_version(spark) >= (4, 0) or is_connect(spark):
+        return spark.createDataFrame(table, schema)
+    # Spark 3.5 takes a pandas frame, through Arrow only when the session enables it; its Arrow
+    # path is called directly, so that the user's setting stays as it is.
+    timezone = conf_get(spark, "spark.sql.session.timeZone", "UTC")
+    return spark._create_from_pandas_with_arrow(table.to_pandas(), schema, timezone)  # type: ignore[attr-defined]

@@ -72,6 +72,10 @@ class Storage(ABC):
     def read_text(self, path: str) -> str | None:
         """A small file's content as UTF-8; `None` when it does not exist."""
 
+    def read_bytes(self, path: str) -> bytes | None:
+        """A small file's bytes; only where `direct_reads` (the driver reads files itself)."""
+        raise NotImplementedError(f"{type(self).__name__} reads no bytes on the driver")
+
     @abstractmethod
     def exists(self, path: str) -> bool: ...
 
@@ -213,6 +217,19 @@ class HadoopStorage(Storage):
         stream = fs.open(jpath)
         try:
             return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+
+    @_named_errors
+    def read_bytes(self, path: str) -> bytes | None:
+        """A small file's bytes (a checkpoint or deletion vector read on the driver); `None` when
+        it does not exist."""
+        fs, jpath = self._fs_and_path(path)
+        if not fs.exists(jpath):
+            return None
+        stream = fs.open(jpath)
+        try:
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
         finally:
             stream.close()
 

@@ -69,6 +69,36 @@ def spark():
     session.stop()
 
 
+DRIVER_REPLAY_CONF = "spark.deltaspark.replay.driverMaxBytes"
+DRIVER_DV_CONF = "spark.deltaspark.read.driverDeletedRows"
+
+
+def _spark_only(spark, on: bool) -> None:
+    for key in (DRIVER_REPLAY_CONF, DRIVER_DV_CONF):
+        if on:
+            spark.conf.set(key, "0")
+        else:
+            spark.conf.unset(key)
+
+
+@pytest.fixture
+def spark_replay(spark):
+    """Small logs replayed and deletion vectors decoded by Spark jobs, as big ones are (the
+    driver-side shortcuts for small reads are turned off)."""
+    _spark_only(spark, True)
+    yield "spark"
+    _spark_only(spark, False)
+
+
+@pytest.fixture(params=["driver", "spark"])
+def replay(request, spark):
+    """Run a test both ways: small logs replayed and deletion vectors decoded on the driver, and
+    by Spark jobs only."""
+    _spark_only(spark, request.param == "spark")
+    yield request.param
+    _spark_only(spark, False)
+
+
 @pytest.fixture
 def log(tmp_path) -> LogBuilder:
     return LogBuilder(tmp_path / "table")

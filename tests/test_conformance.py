@@ -14,10 +14,11 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from pyspark.sql import functions as F
 
 from deltaspark import DeltaTable, TableNotFoundError, UnsupportedFeatureError
 from deltaspark.spark_compat import PYSPARK_VERSION
-from tests.conftest import conformance_root
+from tests.conftest import DRIVER_REPLAY_CONF, conformance_root
 from tests.reference_replay import dv_id, replay
 from tests.suites import skip_unless_swept
 
@@ -136,6 +137,8 @@ def check_against_independent_readers(spark, conformance: Path, name: str) -> No
     expected = sorted((path, dv, a["size"]) for (path, dv), a in ref.files.items())
     assert ours == expected
 
+    _replays_agree(spark, table_dir, snap)
+
     txns = {r["appId"]: r["version"] for r in snap.transactions().collect()}
     retention = snap.configuration.get("delta.setTransactionRetentionDuration")
     if retention is None:
@@ -156,6 +159,24 @@ def check_against_independent_readers(spark, conformance: Path, name: str) -> No
     assert our_files == rs_files
     if not name.startswith("300k"):  # (no stats there; 300k rows of stats would only slow the run)
         assert _stats_differences(snap, rs) == []
+
+
+def _replays_agree(spark, table_dir: Path, snap) -> None:
+    """A log the driver replays (small, no sidecars) gives the reconciled actions of Spark's replay,
+    field for field: the same rows in the same order of fields."""
+    if snap._driver_replayed_rows is None:
+        return
+    columns = ["version", "is_add", "path_key", "dv_id", "add", "remove", "checkpoint_stats"]
+
+    def rows(actions) -> list[str]:
+        return sorted(r[0] for r in actions.select(F.to_json(F.struct(*columns))).collect())
+
+    spark.conf.set(DRIVER_REPLAY_CONF, "0")
+    try:
+        by_spark = DeltaTable.forPath(spark, str(table_dir)).snapshot(version=snap.version).fileActions()
+        assert rows(snap.fileActions()) == rows(by_spark)
+    finally:
+        spark.conf.unset(DRIVER_REPLAY_CONF)
 
 
 def _flatten(prefix: str, value, out: dict) -> None:

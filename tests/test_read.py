@@ -138,7 +138,7 @@ def _ids(df) -> list[int]:
     return sorted(r["id"] for r in df.select("id").collect())
 
 
-def test_deletion_vectors_inline_relative_and_absolute(spark, log):
+def test_deletion_vectors_inline_relative_and_absolute(spark, log, replay):
     first = write_parquet(log.root, "a.parquet", IDS)
     second = write_parquet(log.root, "b.parquet", IDS)
     third = write_parquet(log.root, "c.parquet", IDS)
@@ -166,7 +166,7 @@ def test_deletion_vectors_inline_relative_and_absolute(spark, log):
     assert ids == sorted(expected)
 
 
-def test_deletion_vector_checksum_is_verified(spark, log):
+def test_deletion_vector_checksum_is_verified(spark, log, replay):
     data_file = write_parquet(log.root, "a.parquet", IDS)
     descriptor, target = _dv_file(log.root, [1, 2])
     log.commit(0, DV_PROTOCOL, metadata(), {"add": {**data_file["add"], "deletionVector": descriptor}})
@@ -181,7 +181,7 @@ def test_deletion_vector_checksum_is_verified(spark, log):
         DeltaTable.forPath(spark, log.path).toDF()
 
 
-def test_deletion_vector_cardinality_is_verified(spark, log):
+def test_deletion_vector_cardinality_is_verified(spark, log, replay):
     data_file = write_parquet(log.root, "a.parquet", IDS)
     descriptor, _ = _dv_file(log.root, [1, 2])
     wrong = {**descriptor, "cardinality": 3}
@@ -190,7 +190,7 @@ def test_deletion_vector_cardinality_is_verified(spark, log):
         DeltaTable.forPath(spark, log.path).toDF().collect()
 
 
-def test_dv_rows_are_removed_by_position_not_value(spark, log):
+def test_dv_rows_are_removed_by_position_not_value(spark, log, replay):
     duplicates = pa.table({"id": pa.array([7, 7, 7, 7], pa.int64()), "part": pa.array(["x"] * 4)})
     data_file = write_parquet(log.root, "a.parquet", duplicates)
     descriptor, _ = _dv_file(log.root, [1, 3])

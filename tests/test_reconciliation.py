@@ -9,6 +9,7 @@ import pytest
 from chispa import assert_df_equality
 
 from deltaspark import DeltaTable
+from tests.conftest import DRIVER_REPLAY_CONF
 from tests.log_builder import add, commit_info, domain, dv, metadata, protocol, remove, txn
 
 NOW = int(time.time() * 1000)
@@ -19,11 +20,25 @@ def _keys(rows) -> list[tuple[str, str | None]]:
     return sorted(((r[0], r[1]) for r in rows), key=lambda k: (k[0], k[1] or ""))
 
 
+def replayed_where_expected(snap) -> None:
+    """A small log is replayed on the driver unless the session turns that off (or cannot read
+    files directly, as over Spark Connect) or the checkpoint has sidecars: a test meant to check
+    the driver replay never passes through Spark unnoticed, nor the other way round."""
+    expected = (
+        snap._spark.conf.get(DRIVER_REPLAY_CONF, None) != "0"
+        and snap._storage.direct_reads
+        and not snap._sidecars
+    )
+    assert (snap._driver_replayed_rows is not None) is expected
+
+
 def live(snap) -> list[tuple[str, str | None]]:
+    replayed_where_expected(snap)
     return _keys(snap.files().select("path", "deletionVector.pathOrInlineDv").collect())
 
 
 def tombs(snap, **kw) -> list[tuple[str, str | None]]:
+    replayed_where_expected(snap)
     return _keys(snap.tombstones(**kw).select("path", "deletionVector.pathOrInlineDv").collect())
 
 
@@ -31,17 +46,21 @@ def table(spark, log, **kw):
     return DeltaTable.forPath(spark, log.path).snapshot(**kw)
 
 
-@pytest.fixture(params=["broadcast", "union"])
+@pytest.fixture(params=["driver", "broadcast", "union"])
 def plan(request, spark):
-    """Run a test under both reconciliation plans (they must agree)."""
+    """Run a test under every replay plan of a small log (they must agree): on the driver, and by
+    Spark jobs with either reconciliation plan."""
     key = "spark.deltaspark.replay.broadcastTailBytes"
-    spark.conf.set(key, str(1 << 40) if request.param == "broadcast" else "0")
+    if request.param != "driver":
+        spark.conf.set(DRIVER_REPLAY_CONF, "0")
+        spark.conf.set(key, str(1 << 40) if request.param == "broadcast" else "0")
     yield request.param
     spark.conf.unset(key)
+    spark.conf.unset(DRIVER_REPLAY_CONF)
 
 
 @pytest.mark.connect
-def test_add_remove_and_readd_across_commits(spark, log):
+def test_add_remove_and_readd_across_commits(spark, log, replay):
     log.commit(0, protocol(), metadata(), add("a"), add("b"))
     log.commit(1, remove("a", NOW))
     log.commit(2, add("c"))
@@ -54,7 +73,7 @@ def test_add_remove_and_readd_across_commits(spark, log):
     assert snap.files().where("path = 'a'").first()["size"] == 7
 
 
-def test_same_path_with_a_new_deletion_vector_replaces_the_old_one(spark, log):
+def test_same_path_with_a_new_deletion_vector_replaces_the_old_one(spark, log, replay):
     log.commit(0, DV_PROTOCOL, metadata(), add("f", dv=None))
     log.commit(1, remove("f", NOW), add("f", dv=dv("AAAA")))
     log.commit(2, remove("f", NOW, dv=dv("AAAA")), add("f", dv=dv("BBBB")))
@@ -63,7 +82,7 @@ def test_same_path_with_a_new_deletion_vector_replaces_the_old_one(spark, log):
     assert tombs(snap) == [("f", None), ("f", "AAAA")]  # the same data file, different logical files
 
 
-def test_dv_unique_id_includes_storage_type_and_offset(spark, log):
+def test_dv_unique_id_includes_storage_type_and_offset(spark, log, replay):
     log.commit(0, DV_PROTOCOL, metadata(), add("f", dv=dv("XYZ", offset=1)))
     # Same pathOrInlineDv but another offset or storage type: a different logical file.
     log.commit(
@@ -77,21 +96,21 @@ def test_dv_unique_id_includes_storage_type_and_offset(spark, log):
     assert live(table(spark, log)) == []
 
 
-def test_only_the_newest_add_per_path_is_live(spark, log):
+def test_only_the_newest_add_per_path_is_live(spark, log, replay):
     """The protocol's snapshot has unique path keys among adds: the newest (path, dvId) pair."""
     log.commit(0, DV_PROTOCOL, metadata(), add("f", dv=dv("OLD")))
     log.commit(1, add("f", dv=dv("NEW")))  # (illegal) re-add without removing the old DV
     assert live(table(spark, log)) == [("f", "NEW")]
 
 
-def test_recommitted_add_updates_stats(spark, log):
+def test_recommitted_add_updates_stats(spark, log, replay):
     log.commit(0, protocol(), metadata(), add("a", stats={"numRecords": 1}))
     log.commit(1, add("a", stats={"numRecords": 5}))
     rows = table(spark, log).files().select("path", "stats_parsed.numRecords").collect()
     assert [(r[0], r[1]) for r in rows] == [("a", 5)]
 
 
-def test_paths_are_compared_after_canonicalization(spark, log):
+def test_paths_are_compared_after_canonicalization(spark, log, replay):
     root = log.root.resolve()
     log.commit(
         0,
@@ -112,13 +131,13 @@ def test_paths_are_compared_after_canonicalization(spark, log):
     assert live(table(spark, log)) == []
 
 
-def test_plus_sign_is_not_decoded_as_space(spark, log):
+def test_plus_sign_is_not_decoded_as_space(spark, log, replay):
     log.commit(0, protocol(), metadata(), add("a+b.parquet"), add("a b.parquet"))
     log.commit(1, remove("a%20b.parquet", NOW))
     assert live(table(spark, log)) == [("a+b.parquet", None)]
 
 
-def test_remove_wins_over_add_of_the_same_key_within_one_version(spark, log):
+def test_remove_wins_over_add_of_the_same_key_within_one_version(spark, log, replay):
     log.commit(0, protocol(), metadata(), add("a"))
     log.compaction(1, 2, add("b"), remove("b", NOW), add("c"))  # an unreconciled compaction
     log.commit(1, add("b"))
@@ -152,7 +171,7 @@ def test_checkpoint_plus_tail_with_deletion_vectors(spark, log, plan):
     assert tombs(snap) == [("f", None), ("f", "D1")]
 
 
-def test_tombstones_expire_by_deleted_file_retention(spark, log):
+def test_tombstones_expire_by_deleted_file_retention(spark, log, replay):
     week, hour = 7 * 24 * 3600 * 1000, 3600 * 1000
     now = int(time.time() * 1000)
     log.commit(0, protocol(), metadata(), add("old"), add("new"), add("nots"))
@@ -166,7 +185,7 @@ def test_tombstones_expire_by_deleted_file_retention(spark, log):
 
 
 @pytest.mark.connect
-def test_transactions_latest_per_app_even_when_version_decreases(spark, log):
+def test_transactions_latest_per_app_even_when_version_decreases(spark, log, replay):
     log.commit(0, protocol(), metadata(), txn("app-1", 5), txn("app-2", 1))
     log.commit(1, txn("app-1", 9))
     log.commit(2, txn("app-1", 3))  # a rollback: the newest action wins, not the highest version
@@ -174,7 +193,7 @@ def test_transactions_latest_per_app_even_when_version_decreases(spark, log):
     assert sorted((r["appId"], r["version"]) for r in rows) == [("app-1", 3), ("app-2", 1)]
 
 
-def test_transactions_from_checkpoint_and_tail(spark, log):
+def test_transactions_from_checkpoint_and_tail(spark, log, replay):
     log.commit(0, protocol(), metadata(), txn("a", 1), txn("b", 1))
     log.classic_checkpoint(0, [protocol(), metadata(), txn("a", 1), txn("b", 1)])
     log.commit(1, txn("b", 2), txn("c", 1, last_updated=5))
@@ -186,7 +205,7 @@ def test_transactions_from_checkpoint_and_tail(spark, log):
     )
 
 
-def test_transaction_retention_drops_stale_and_undated_transactions(spark, log):
+def test_transaction_retention_drops_stale_and_undated_transactions(spark, log, replay):
     conf = {"delta.setTransactionRetentionDuration": "interval 1 days"}
     log.commit(
         0,
@@ -201,7 +220,7 @@ def test_transaction_retention_drops_stale_and_undated_transactions(spark, log):
 
 
 @pytest.mark.connect
-def test_domain_metadata_latest_wins_and_tombstones_drop(spark, log):
+def test_domain_metadata_latest_wins_and_tombstones_drop(spark, log, replay):
     log.commit(
         0,
         protocol(1, 7, writer_features=["domainMetadata"]),
@@ -221,7 +240,7 @@ def test_domain_metadata_latest_wins_and_tombstones_drop(spark, log):
     assert "d2" in {r["domain"] for r in table(spark, log).domainMetadata().collect()}
 
 
-def test_row_id_high_water_mark_from_draft_action_and_domain(spark, log):
+def test_row_id_high_water_mark_from_draft_action_and_domain(spark, log, replay):
     log.commit(
         0, protocol(), metadata(), {"rowIdHighWaterMark": {"highWaterMark": 10, "preservedRowIds": False}}
     )
@@ -232,7 +251,7 @@ def test_row_id_high_water_mark_from_draft_action_and_domain(spark, log):
 
 
 @pytest.mark.connect
-def test_latest_protocol_and_metadata_win(spark, log):
+def test_latest_protocol_and_metadata_win(spark, log, replay):
     schema2 = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
     log.commit(0, protocol(1, 2), metadata(table_id="first"), add("a"))
     log.commit(
@@ -248,7 +267,7 @@ def test_latest_protocol_and_metadata_win(spark, log):
     assert table(spark, log, version=0).metadata.id == "first"
 
 
-def test_multipart_checkpoint(spark, log):
+def test_multipart_checkpoint(spark, log, replay):
     log.commit(0, protocol(), metadata(), add("a"), add("b"), add("c"))
     log.commit(1, remove("b", NOW))
     log.multipart_checkpoint(1, [[protocol(), add("a")], [metadata(), remove("b", NOW)], [add("c")]])
@@ -258,7 +277,7 @@ def test_multipart_checkpoint(spark, log):
     assert live(snap) == [("a", None), ("c", None), ("d", None)]
 
 
-def test_incomplete_multipart_checkpoint_falls_back_to_older_state(spark, log):
+def test_incomplete_multipart_checkpoint_falls_back_to_older_state(spark, log, replay):
     log.commit(0, protocol(), metadata(), add("a"))
     log.commit(1, add("b"))
     log.multipart_checkpoint(1, [[protocol(), add("a")], [metadata(), add("b")]], skip=(2,))
@@ -269,7 +288,7 @@ def test_incomplete_multipart_checkpoint_falls_back_to_older_state(spark, log):
 
 @pytest.mark.parametrize("fmt", ["json", "parquet"])
 @pytest.mark.connect
-def test_v2_checkpoint_with_sidecars(spark, log, fmt):
+def test_v2_checkpoint_with_sidecars(spark, log, fmt, replay):
     v2 = protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"])
     log.commit(0, v2, metadata(), add("a"), add("b"), add("c"))
     log.commit(1, remove("a", NOW), txn("app", 4))
@@ -282,7 +301,7 @@ def test_v2_checkpoint_with_sidecars(spark, log, fmt):
     assert [(r["appId"], r["version"]) for r in snap.transactions().collect()] == [("app", 4)]
 
 
-def test_classic_named_v2_checkpoint_with_sidecar(spark, log):
+def test_classic_named_v2_checkpoint_with_sidecar(spark, log, replay):
     v2 = protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"])
     log.commit(0, v2, metadata(), add("a"), add("b"))
     sidecar = log.parquet("_sidecars/only.parquet", [add("a"), add("b")])
@@ -306,7 +325,7 @@ def test_classic_named_v2_checkpoint_with_sidecar(spark, log):
     assert live(snap) == [("a", None), ("b", None)]
 
 
-def test_log_compaction_gives_the_same_state_as_commits(spark, log):
+def test_log_compaction_gives_the_same_state_as_commits(spark, log, replay):
     log.commit(0, protocol(), metadata(), add("a"), add("b"), txn("t", 1))
     log.commit(1, remove("a", NOW), add("c"))
     log.commit(2, add("d"), txn("t", 2))
@@ -325,7 +344,7 @@ def test_log_compaction_gives_the_same_state_as_commits(spark, log):
     assert with_compaction.transactions().collect() == without.transactions().collect()
 
 
-def test_unknown_actions_and_fields_are_ignored(spark, log):
+def test_unknown_actions_and_fields_are_ignored(spark, log, replay):
     log.commit(
         0,
         protocol(),
@@ -337,7 +356,7 @@ def test_unknown_actions_and_fields_are_ignored(spark, log):
 
 
 @pytest.mark.connect
-def test_files_have_typed_partition_values_and_parsed_stats(spark, log):
+def test_files_have_typed_partition_values_and_parsed_stats(spark, log, replay):
     schema = {
         "type": "struct",
         "fields": [
@@ -377,7 +396,7 @@ def test_files_have_typed_partition_values_and_parsed_stats(spark, log):
     assert row["partitionValues"] == parts
 
 
-def test_column_mapping_physical_names_in_partition_values_and_stats(spark, log):
+def test_column_mapping_physical_names_in_partition_values_and_stats(spark, log, replay):
     def field(name, typ, fid, phys):
         return {
             "name": name,
@@ -420,7 +439,7 @@ def _scan_ancestors(plan: str, marker: str) -> list[str]:
     return ancestors
 
 
-def test_small_tail_leaves_the_checkpoint_unshuffled(spark, log, capsys):
+def test_small_tail_leaves_the_checkpoint_unshuffled(spark, log, capsys, spark_replay):
     """With a small tail the checkpoint is filtered by broadcast anti-joins, never shuffled; with
     the union plan it is shuffled by path (the plan a long tail needs)."""
     log.commit(0, protocol(), metadata(), add("a"), add("b"))
@@ -445,7 +464,7 @@ def _window_count(frame) -> int:
     return sum(1 for line in plan.splitlines() if line.strip(" :+-").startswith("Window ["))
 
 
-def test_one_window_without_deletion_vectors(spark, log):
+def test_one_window_without_deletion_vectors(spark, log, spark_replay):
     """Without the deletionVectors feature every key is a path, so the one-add-per-path window is
     skipped; with it both windows run."""
     log.commit(0, protocol(), metadata(), add("a"), add("b"))
@@ -456,7 +475,7 @@ def test_one_window_without_deletion_vectors(spark, log):
     assert _window_count(table(spark, dv_log).files()) == 2
 
 
-def test_protocol_and_metadata_filter_reaches_the_checkpoint_reader(spark, log):
+def test_protocol_and_metadata_filter_reaches_the_checkpoint_reader(spark, log, spark_replay):
     """The checkpoint scan of the protocol/metadata job pushes a filter on required fields into
     the parquet reader, so row groups holding only file actions can be skipped by their stats."""
     from deltaspark.snapshot import protocol_metadata_frame

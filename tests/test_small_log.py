@@ -230,7 +230,7 @@ def test_the_cache_is_bounded():
     answer = {"protocol": P1, "metaData": {"schemaString": "{}"}, "sidecars": []}
     for i in range(cache.MAX_ENTRIES + 10):
         cache.store(LogSegment(f"file:/t{i}", 0, None, ()), answer)
-    assert len(cache._entries) == cache.MAX_ENTRIES
+    assert len(cache._cache._entries) == cache.MAX_ENTRIES
     assert cache.lookup(LogSegment("file:/t0", 0, None, ()))[0] is None  # the oldest went first
     assert cache.lookup(LogSegment(f"file:/t{cache.MAX_ENTRIES + 9}", 0, None, ()))[2]
     huge = {"protocol": P1, "metaData": {"schemaString": "x" * (cache.MAX_SCHEMA_CHARS + 1)}, "sidecars": []}

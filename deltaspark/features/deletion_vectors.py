@@ -16,3 +16,14 @@ def dv_unique_id(deletion_vector: Column) -> Column:
     offset = deletion_vector.getField("offset")
     with_offset = F.when(offset.isNull(), base).otherwise(F.concat(base, F.lit("@"), offset.cast("string")))
     return F.when(deletion_vector.isNull(), F.lit("")).otherwise(F.coalesce(with_offset, F.lit("")))
+
+
+def dv_unique_id_of(deletion_vector: dict | None) -> str:
+    """`dv_unique_id` of a descriptor held on the driver (a dict of the descriptor's fields)."""
+    if deletion_vector is None:
+        return ""
+    storage_type, value = deletion_vector.get("storageType"), deletion_vector.get("pathOrInlineDv")
+    if storage_type is None or value is None:
+        return ""
+    offset = deletion_vector.get("offset")
+    return storage_type + value + ("" if offset is None else f"@{offset}")

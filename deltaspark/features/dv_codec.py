@@ -252,7 +252,7 @@ def deleted_row_batches(batches):  # noqa: ANN001, ANN201 - Arrow batches in, Ar
         keys: list[str] = []
         indexes: list[int] = []
         for row in batch.to_pylist():
-            bitmap = _decode_row(row)
+            bitmap = decode_row(row)
             keys += [row["key"]] * len(bitmap)
             indexes += list(bitmap)
         yield pa.RecordBatch.from_arrays(
@@ -260,7 +260,9 @@ def deleted_row_batches(batches):  # noqa: ANN001, ANN201 - Arrow batches in, Ar
         )
 
 
-def _decode_row(row: dict[str, Any]):  # noqa: ANN202
+def decode_row(row: dict[str, Any]):  # noqa: ANN201 - pyroaring.BitMap64
+    """The deleted rows of one descriptor row (the columns `deleted_row_batches` takes), or the
+    decoding failure as the `DeletionVectorError` users see."""
     where = describe(row["storageType"], row["pathOrInlineDv"], row["where"])
     try:
         return decode_descriptor(

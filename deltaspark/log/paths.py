@@ -48,12 +48,33 @@ def canonical_path(path: Column, table_root: str) -> Column:
     )
 
 
-def absolute_path(path: str, table_root: str) -> str:
-    """Driver-side twin of `canonical_path` for the few paths handled on the driver (sidecars)."""
+_ESCAPE_RUN = re.compile(r"(?:%[0-9a-fA-F]{2})+")
+
+
+def path_key(path: str, table_root: str) -> str | None:
+    """`canonical_path` computed on the driver, for logs replayed there (`driver_replay`); `None`
+    where Java's URL decoding might differ from Python's (a malformed escape or UTF-8 sequence),
+    so that such a log is left to Spark."""
+    decoded = path
+    if "%" in path:
+        if path.count("%") != sum(len(run) // 3 for run in _ESCAPE_RUN.findall(path)):
+            return None  # a `%` that does not start an escape: Spark's decoder fails on it
+        try:
+            decoded = unquote(path, errors="strict")
+        except UnicodeDecodeError:
+            return None
+    return _rooted(decoded, table_root)
+
+
+def _rooted(decoded: str, table_root: str) -> str:
     root = normalize_root(table_root)
-    decoded = unquote(path) if "%" in path else path
     if re.match(_SCHEME_RE, decoded):
         return re.sub(_FILE_FORMS_RE, "file:/", decoded)
     if decoded.startswith("/"):
         return _scheme_and_authority(root) + decoded
     return root + "/" + decoded
+
+
+def absolute_path(path: str, table_root: str) -> str:
+    """Driver-side twin of `canonical_path` for the few paths handled on the driver (sidecars)."""
+    return _rooted(unquote(path) if "%" in path else path, table_root)

@@ -17,8 +17,10 @@ import json
 import re
 from typing import Any
 
+from deltaspark.log import action_schemas as schemas
 from deltaspark.log.files import LogFile
 from deltaspark.log.replay import ACTION_KEY, FILE_ACTION_PREFIXES
+from deltaspark.log.typed_json import UnclearError, typed
 
 # Segments above these stay on Spark: the driver only ever reads a few small files.
 MAX_FILES = 64
@@ -28,82 +30,14 @@ _KINDS = ("protocol", "metaData", "commitInfo")
 # The Spark path's regex with Java's `\s`, not Python's Unicode whitespace.
 _ACTION_KEY = re.compile(ACTION_KEY.replace(r"\s", r"[ \t\n\x0b\f\r]"))
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Hadoop's line reader
-_INT32 = (-(2**31), 2**31 - 1)
-_INT64 = (-(2**63), 2**63 - 1)
-
-
-class _UnclearError(Exception):
-    """Something the Spark path must decide (it raises or reads it its own way)."""
-
-
-def _int(value: Any, bounds: tuple[int, int]) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not bounds[0] <= value <= bounds[1]:
-        raise _UnclearError
-    return value
-
-
-def _str(value: Any) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise _UnclearError
-    return value
-
-
-def _str_list(value: Any) -> list[str | None] | None:
-    if value is None:
-        return None
-    if not isinstance(value, list):
-        raise _UnclearError
-    return [_str(v) for v in value]
-
-
-def _str_map(value: Any) -> dict[str, str | None] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise _UnclearError
-    return {k: _str(v) for k, v in value.items()}
-
-
-def _object(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _UnclearError
-    return value
-
-
-def _protocol(value: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "minReaderVersion": _int(value.get("minReaderVersion"), _INT32),
-        "minWriterVersion": _int(value.get("minWriterVersion"), _INT32),
-        "readerFeatures": _str_list(value.get("readerFeatures")),
-        "writerFeatures": _str_list(value.get("writerFeatures")),
-    }
-
-
-def _metadata(value: dict[str, Any]) -> dict[str, Any]:
-    fmt = value.get("format")
-    if fmt is not None:
-        fmt = _object(fmt)
-        fmt = {"provider": _str(fmt.get("provider")), "options": _str_map(fmt.get("options"))}
-    return {
-        "id": _str(value.get("id")),
-        "name": _str(value.get("name")),
-        "description": _str(value.get("description")),
-        "format": fmt,
-        "schemaString": _str(value.get("schemaString")),
-        "partitionColumns": _str_list(value.get("partitionColumns")),
-        "createdTime": _int(value.get("createdTime"), _INT64),
-        "configuration": _str_map(value.get("configuration")),
-    }
+_TYPES = {"protocol": schemas.PROTOCOL, "metaData": schemas.METADATA}
 
 
 def _typed(kind: str, value: Any) -> Any:
-    value = _object(value)
-    if kind == "protocol":
-        return _protocol(value)
-    if kind == "metaData":
-        return _metadata(value)
+    if not isinstance(value, dict):
+        raise UnclearError
+    if kind in _TYPES:
+        return typed(value, _TYPES[kind])
     return value  # commitInfo is free-form
 
 
@@ -115,15 +49,15 @@ def _actions_of(text: str) -> list[dict[str, Any]]:
             continue
         key = _ACTION_KEY.match(line)
         if key is None:
-            raise _UnclearError  # not an action: the Spark path names the file
+            raise UnclearError  # not an action: the Spark path names the file
         if key[1] not in _KINDS:
             continue
         try:
             parsed = json.loads(line)
         except ValueError:
-            raise _UnclearError from None
+            raise UnclearError from None
         if not isinstance(parsed, dict):
-            raise _UnclearError
+            raise UnclearError
         found.append({k: _typed(k, parsed[k]) for k in _KINDS if parsed.get(k) is not None})
     return found
 
@@ -160,7 +94,7 @@ def protocol_and_metadata(
                         return None  # two different values at one version: Spark's tie rule
                     if held is None or f.version >= held[0]:
                         newest[kind] = (f.version, value, f.path)
-    except _UnclearError:
+    except UnclearError:
         return None
 
     def pick(kind: str, index: int) -> Any:

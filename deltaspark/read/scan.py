@@ -24,7 +24,7 @@ from typing import Any
 from pyspark import cloudpickle
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, LongType, MapType, StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, LongType, MapType, StringType, StructField, StructType
 
 from deltaspark import errors
 from deltaspark.errors import DeletionVectorError, InvalidArgumentError, MissingDataFileError
@@ -36,15 +36,15 @@ from deltaspark.features.column_mapping import (
     physical_type,
     with_field_ids,
 )
-from deltaspark.features.deletion_vectors import dv_unique_id
+from deltaspark.features.deletion_vectors import dv_unique_id, dv_unique_id_of
 from deltaspark.features.partition_values import partition_fields
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.features.row_tracking import materialized_columns, row_commit_version, row_id
 from deltaspark.features.schema import drop_void_fields
 from deltaspark.features.type_widening import check_type_changes, has_type_changes, readable_type
-from deltaspark.log.paths import absolute_path, canonical_path
+from deltaspark.log.paths import absolute_path, canonical_path, path_key
 from deltaspark.log.replay import _STRICT
-from deltaspark.spark_compat import check_python_workers, conf_get, read_paths, spark_version
+from deltaspark.spark_compat import check_python_workers, conf_get, local_frame, read_paths, spark_version
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,13 @@ DEFAULT_MAX_DRIVER_FILES = 200_000
 BROADCAST_FILES_LIMIT = 200_000
 BROADCAST_DELETED_ROWS_CONF = "spark.deltaspark.read.broadcastDeletedRows"
 DEFAULT_BROADCAST_DELETED_ROWS = 2_000_000
+# A read of few files decodes its DVs on the driver up to these bounds (0 rows: never).
+DRIVER_DELETED_ROWS_CONF = "spark.deltaspark.read.driverDeletedRows"
+DEFAULT_DRIVER_DELETED_ROWS = 500_000
+DRIVER_DV_BYTES = 16 * 1024 * 1024
+_DELETED_ROWS_SCHEMA = StructType(
+    [StructField("key", StringType(), False), StructField("row_index", LongType(), False)]
+)
 _GLOB_CHARS = "{}[]*?\\"
 
 
@@ -144,6 +151,9 @@ def deleted_rows(
     if listed is not None:
         distinct = {(r["path"], r["deletionVector"]): None for r in listed}  # Rows hash by value
         local = [(path, dv, _local_location(path, dv, root)) for path, dv in distinct]
+        on_driver = _deleted_rows_on_driver(snapshot, local, by_dv)
+        if on_driver is not None:
+            return on_driver
         schema = dv_files.select("path", "deletionVector").schema.add("location", "string")
         dv_files = spark.createDataFrame(local, schema)
     dv = F.col("deletionVector")
@@ -211,6 +221,54 @@ def deleted_rows(
         records = records.unionByName(on_disk)
     check_python_workers(spark)
     return records.mapInArrow(dv_codec.deleted_row_batches, "key string, row_index long")
+
+
+def _deleted_rows_on_driver(
+    snapshot: Any, local: list[tuple[Any, Any, str | None]], by_dv: bool
+) -> DataFrame | None:
+    """`deleted_rows` of a few DVs, decoded on the driver (the same checks, by the same code the
+    executors run): the query then needs no Python worker and no job to find or read DV files.
+    `None` when they are too many, too big, or the storage cannot be read from the driver."""
+    storage, root = snapshot._storage, snapshot.tableRoot
+    limit = int(conf_get(snapshot._spark, DRIVER_DELETED_ROWS_CONF, str(DEFAULT_DRIVER_DELETED_ROWS)))
+    if not storage.direct_reads or limit <= 0 or sum(dv["cardinality"] or 0 for _, dv, _ in local) > limit:
+        return None
+    contents: dict[str, bytes] = {}
+    for location in sorted({loc for _, _, loc in local if loc is not None}):
+        status = storage.status(location)
+        if status is None:
+            raise DeletionVectorError(f"deltaspark: deletion vector {location}: the file does not exist")
+        if status.size + sum(len(c) for c in contents.values()) > DRIVER_DV_BYTES:
+            return None
+        content = storage.read_bytes(location)
+        if content is None:
+            raise DeletionVectorError(f"deltaspark: deletion vector {location}: the file does not exist")
+        contents[location] = content
+    keys: list[str] = []
+    indexes: list[int] = []
+    for path, dv, location in local:
+        file_key = path_key(path, root)
+        if file_key is None:
+            return None  # a path Java decodes otherwise: the Spark path computes the keys
+        offset = dv["offset"] or 0
+        record = None
+        if location is not None and offset >= 0 and dv["sizeInBytes"] is not None:
+            record = contents[location][offset : offset + dv["sizeInBytes"] + 8]
+        row = {
+            "file": file_key,
+            "storageType": dv["storageType"],
+            "pathOrInlineDv": dv["pathOrInlineDv"],
+            "offset": offset,
+            "sizeInBytes": dv["sizeInBytes"],
+            "cardinality": dv["cardinality"],
+            "record": record,
+            "where": None if location is None else f"{location}@{offset}",
+        }
+        bitmap = dv_codec.decode_row(row)
+        key = file_key + ("\u0001" + dv_unique_id_of(dv.asDict()) if by_dv else "")
+        keys += [key] * len(bitmap)
+        indexes += list(bitmap)
+    return local_frame(snapshot._spark, {"key": keys, "row_index": indexes}, _DELETED_ROWS_SCHEMA)
 
 
 def _local_location(path: str, dv: Any, root: str) -> str | None:

@@ -1,0 +1,197 @@
+"""Small tables, the notebook's everyday case: how long one `count()` of a small table takes.
+
+Three tables of 10 rows each, written by deltaspark: `plain` (5 appends), `partitioned` (5 appends,
+2 partitions) and `dv` (5 appends, then a DELETE that writes a deletion vector). For each table a
+new process starts a Spark session (timed apart: `session`), reads the table once (`cold`: the
+first answer of a new session) and then `--repeat` times (`warm`), each read being
+`DeltaTable.forPath(spark, path).toDF().count()` with the Spark jobs it ran counted. `after_commit`
+appends one row, then reads (only the read is timed): a notebook that writes and reads again.
+delta-rs (`DeltaTable(path).to_pyarrow_table().num_rows`) runs the same reads, cold and warm, in a
+process of its own. Every count is checked against the rows written.
+
+    python -m benchmarks.small --repeat 7 --out benchmarks/results/small.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.procmon import emit, run_monitored
+
+TABLES = {"plain": 10, "partitioned": 10, "dv": 9}  # rows each table reads
+COMMITS = 5
+
+
+def _session() -> Any:
+    from benchmarks.worker_deltaspark import start_session
+
+    return start_session("2g", ["spark.sql.shuffle.partitions=4"], None)
+
+
+def _setup(workdir: Path) -> None:
+    """Write the tables (in a process of its own, so the readers start cold)."""
+    import deltaspark
+    from deltaspark import DeltaTable
+
+    spark = _session()
+    for name in TABLES:
+        path = str(workdir / name)
+        if name == "dv":
+            DeltaTable.create(spark).location(path).addColumn("id", "long").addColumn("p", "long").property(
+                "delta.enableDeletionVectors", "true"
+            ).execute()
+        for i in range(COMMITS):
+            rows = spark.range(2 * i, 2 * i + 2).selectExpr("id", "id % 2 as p").coalesce(1)
+            deltaspark.write(rows, path, partitionBy=["p"] if name == "partitioned" else None)
+        if name == "dv":
+            DeltaTable.forPath(spark, path).delete("id = 3")
+    emit({"status": "ok"})
+
+
+def _deltaspark(table: str, expected: int, repeat: int, after_commit: bool) -> dict[str, Any]:
+    started = time.perf_counter()
+    spark = _session()
+    session = time.perf_counter() - started
+    import deltaspark
+    from deltaspark import DeltaTable
+
+    context = spark.sparkContext
+
+    def read(group: str) -> tuple[float, int]:
+        context.setJobGroup(group, group)
+        start = time.perf_counter()
+        count = DeltaTable.forPath(spark, table).toDF().count()
+        seconds = time.perf_counter() - start
+        if count != expected:
+            raise AssertionError(f"{table}: counted {count} rows, expected {expected}")
+        return seconds, len(context.statusTracker().getJobIdsForGroup(group))
+
+    cold, cold_jobs = read("cold")
+    warm = [read(f"warm{i}") for i in range(repeat)]
+    result: dict[str, Any] = {
+        "session": round(session, 3),
+        "cold": round(cold, 3),
+        "cold_jobs": cold_jobs,
+        "warm": [round(s, 4) for s, _ in warm],
+        "median": round(statistics.median(s for s, _ in warm), 4) if warm else None,
+        "jobs": warm[-1][1] if warm else None,
+    }
+    if after_commit:
+        reads = []
+        for i in range(repeat):
+            deltaspark.write(spark.range(100 + i, 101 + i).selectExpr("id", "id % 2 as p"), table)
+            expected += 1
+            reads.append(read(f"after{i}"))
+        result["after_commit"] = [round(s, 4) for s, _ in reads]
+        result["after_commit_median"] = round(statistics.median(s for s, _ in reads), 4)
+        result["after_commit_jobs"] = reads[-1][1]
+    return result
+
+
+def _deltars(table: str, expected: int, repeat: int) -> dict[str, Any]:
+    from deltalake import DeltaTable
+
+    def read() -> float:
+        start = time.perf_counter()
+        count = DeltaTable(table).to_pyarrow_table().num_rows
+        seconds = time.perf_counter() - start
+        if count != expected:
+            raise AssertionError(f"{table}: delta-rs counted {count} rows, expected {expected}")
+        return seconds
+
+    cold = read()
+    warm = [read() for _ in range(repeat)]
+    return {
+        "cold": round(cold, 4),
+        "warm": [round(s, 4) for s in warm],
+        "median": round(statistics.median(warm), 4),
+    }
+
+
+def _worker(args: argparse.Namespace) -> None:
+    if args.worker == "setup":
+        _setup(Path(args.table))
+        return
+    try:
+        if args.worker == "deltaspark":
+            result = _deltaspark(args.table, args.expected, args.repeat, args.after_commit)
+        else:
+            result = _deltars(args.table, args.expected, args.repeat)
+        result["status"] = "ok"
+    except Exception as exc:  # noqa: BLE001 - reported, not raised: the runner goes on
+        result = {"status": "error", "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    emit(result)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--worker", choices=["setup", "deltaspark", "deltars"], help=argparse.SUPPRESS)
+    parser.add_argument("--table", help=argparse.SUPPRESS)
+    parser.add_argument("--expected", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--after-commit", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        _worker(args)
+        return 0
+
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="deltaspark-small-"))
+    me = [sys.executable, "-m", "benchmarks.small"]
+    setup = run_monitored([*me, "--worker", "setup", "--table", str(workdir)], timeout=900)
+    if not setup.results:
+        print(setup.stderr_tail, file=sys.stderr)
+        return 1
+    report: dict[str, Any] = {
+        "date": dt.date.today().isoformat(),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "repeat": args.repeat,
+        "runs": {},
+    }
+    failed = False
+    for name, rows in TABLES.items():
+        for engine in ("deltaspark", "deltars"):
+            cmd = [*me, "--worker", engine, "--table", str(workdir / name), "--expected", str(rows)]
+            cmd += ["--repeat", str(args.repeat)]
+            if engine == "deltaspark" and name == "plain":
+                cmd.append("--after-commit")  # last: it changes the table
+            outcome = run_monitored(cmd, timeout=900)
+            entry = (
+                outcome.results[-1]
+                if outcome.results
+                else {"status": "crashed", "error": outcome.stderr_tail}
+            )
+            entry["peak_tree_rss"] = outcome.peak_tree_rss
+            report["runs"][f"{engine}/{name}"] = entry
+            failed |= entry.get("status") != "ok"
+            print(
+                f"{engine:10s} {name:12s} session {entry.get('session', '-')} s  cold {entry.get('cold')} s  "
+                f"warm median {entry.get('median')} s  jobs {entry.get('jobs', '-')}"
+                + (
+                    f"  after a commit {entry['after_commit_median']} s"
+                    if "after_commit_median" in entry
+                    else ""
+                )
+                + (f"  {entry.get('error')}" if entry.get("status") != "ok" else ""),
+                flush=True,
+            )
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

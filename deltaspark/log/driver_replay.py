@@ -1,0 +1,318 @@
+"""The reconciled file actions of a small log, replayed on the driver.
+
+A Spark replay costs a notebook user several jobs (a window over the commits, then collecting the
+paths Spark's scan needs) of a few tenths of a second each, even for a table of three commits.
+When the log is small - its JSON files and parquet checkpoint within
+`spark.deltaspark.replay.driverMaxBytes` - the driver reads it itself and reconciles with the rules
+of `reconciliation`:
+
+- the newest action per logical file `(canonical path, deletionVector.uniqueId)` wins, and within
+  one version a `remove` beats an `add`;
+- of the surviving adds, the newest per path (then the greatest DV id) remains.
+
+The result is a `LocalRelation` with the columns of `reconciliation.file_action_rows`. Its `add`
+and `remove` structs are parsed by Spark's `from_json` from the typed actions, so every later
+transform (partition values, statistics, pruning, the read) is the Spark path's own, folded by
+Spark into the relation: collecting the file list runs no job.
+
+The driver answers only when every line and row it reads is clean and typed exactly as the action
+schema says (`typed_json`). A corrupt line, an unexpected type, a path Java would decode otherwise,
+a deletion vector the protocol does not allow, parsed statistics or sidecars in the checkpoint:
+`None`, and the Spark path reads the log and gives the answer or the error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from deltaspark.errors import DeltaSparkError
+from deltaspark.features.deletion_vectors import dv_unique_id_of
+from deltaspark.log import action_schemas as schemas
+from deltaspark.log.files import LogFile
+from deltaspark.log.paths import path_key
+from deltaspark.log.segment import LogSegment
+from deltaspark.log.segment_cache import SegmentCache
+from deltaspark.log.typed_json import UnclearError, typed
+from deltaspark.spark_compat import conf_get, local_frame
+from deltaspark.storage import Storage
+
+MAX_BYTES_CONF = "spark.deltaspark.replay.driverMaxBytes"
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+# A parquet checkpoint is compressed; its bytes count this many times against the limit.
+PARQUET_WEIGHT = 8
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Hadoop's line reader
+
+FileKey = tuple[str, str]  # (canonical path, DV unique id)
+
+FRAME_SCHEMA = StructType(
+    [
+        StructField("version", LongType(), False),
+        StructField("is_add", BooleanType(), False),
+        StructField("path_key", StringType(), False),
+        StructField("dv_id", StringType(), False),
+        StructField("add_json", StringType(), True),
+        StructField("remove_json", StringType(), True),
+    ]
+)
+
+
+@dataclass
+class FileState:
+    """The newest action per logical file after some log files: the first step of reconciliation,
+    which later commits update (the second, one add per path, is taken when rows are made)."""
+
+    table_root: str
+    deletion_vectors: bool  # whether the protocol allows them (an action with one is refused if not)
+    entries: dict[FileKey, tuple[int, bool, str]] = field(default_factory=dict)
+    chars: int = 0  # about the memory it holds, for the bounds
+
+    def copy(self) -> FileState:
+        return FileState(self.table_root, self.deletion_vectors, dict(self.entries), self.chars)
+
+    def apply(self, version: int, is_add: bool, key: FileKey, action: str) -> None:
+        held = self.entries.get(key)
+        if held is None or version > held[0] or (version == held[0] and (held[1] or not is_add)):
+            if held is None:
+                self.chars += len(key[0]) + len(key[1]) + 64
+            else:
+                self.chars -= len(held[2])
+            self.chars += len(action)
+            self.entries[key] = (version, is_add, action)
+
+    def rows(self) -> list[tuple[int, bool, str, str, str | None, str | None]]:
+        """The reconciled rows, in `FRAME_SCHEMA` order."""
+        newest_add: dict[str, tuple[int, str]] = {}
+        if self.deletion_vectors:
+            for (path, dv_id), (version, is_add, _) in self.entries.items():
+                if is_add and (path not in newest_add or (version, dv_id) > newest_add[path]):
+                    newest_add[path] = (version, dv_id)
+        rows = []
+        for (path, dv_id), (version, is_add, action) in self.entries.items():
+            if is_add and self.deletion_vectors and newest_add[path] != (version, dv_id):
+                continue
+            rows.append(
+                (version, is_add, path, dv_id, action if is_add else None, None if is_add else action)
+            )
+        return rows
+
+
+def max_bytes(spark: SparkSession) -> int:
+    try:
+        return int(conf_get(spark, MAX_BYTES_CONF, str(DEFAULT_MAX_BYTES)))
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+
+
+def weighted_bytes(files: list[LogFile]) -> int:
+    return sum(f.size * (PARQUET_WEIGHT if f.file_format == "parquet" else 1) for f in files)
+
+
+# States of recently read small logs, so that a table read again after a commit reads only the
+# new commit; bounded in total (a large table's state is never held: it is not replayed here).
+MAX_CACHED_CHARS = 64 * 1024 * 1024
+_states: SegmentCache[FileState] = SegmentCache(
+    max_bases=16, per_base=3, size_of=lambda state: state.chars, max_size=MAX_CACHED_CHARS
+)
+
+
+def file_state(
+    spark: SparkSession, storage: Storage, segment: LogSegment, table_root: str, deletion_vectors: bool
+) -> FileState | None:
+    """The reconciled file actions of `segment` replayed on the driver, reading only the files a
+    held state does not cover; `None` when the log is too big for the driver or unclear to it."""
+    limit = max_bytes(spark)
+    if limit <= 0 or not storage.direct_reads:
+        return None
+    held, newer, exact = _states.lookup(segment)
+    if held is not None and (held.table_root != table_root or held.deletion_vectors != deletion_vectors):
+        held, exact = None, False
+    if held is not None and exact:
+        return held
+    if held is None:
+        newer = [*(segment.checkpoint.files if segment.checkpoint else ()), *segment.tail_files]
+    if weighted_bytes(newer) > limit:
+        return None
+    state = replay(storage, segment, table_root, deletion_vectors, held, newer)
+    if state is None or state.chars > limit:
+        return None
+    _states.store(segment, state)
+    return state
+
+
+def clear_cache() -> None:
+    _states.clear()
+
+
+def replay(
+    storage: Storage,
+    segment: LogSegment,
+    table_root: str,
+    deletion_vectors: bool,
+    base: FileState | None,
+    files: list[LogFile],
+) -> FileState | None:
+    """`base` (the state before `files`, or None to start from nothing) updated with `files`: the
+    checkpoint's files (all of one version) and JSON commits or compactions, oldest first; `None`
+    when the driver cannot give the Spark path's answer."""
+    state = FileState(table_root, deletion_vectors) if base is None else base.copy()
+    checkpoint_version = segment.checkpoint.version if segment.checkpoint is not None else None
+    checkpoint_keys: set[FileKey] = set()
+    try:
+        for f in files:
+            version = checkpoint_version if f.is_checkpoint else f.version
+            assert version is not None
+            for is_add, key, action in _file_actions(storage, f, table_root, deletion_vectors):
+                if f.is_checkpoint:
+                    if key in checkpoint_keys:
+                        raise UnclearError  # a damaged checkpoint: Spark's replay shows it as written
+                    checkpoint_keys.add(key)
+                state.apply(version, is_add, key, action)
+    except (UnclearError, DeltaSparkError):
+        return None  # the Spark path reads these files again and reports what is wrong
+    return state
+
+
+def _file_actions(
+    storage: Storage, f: LogFile, root: str, deletion_vectors: bool
+) -> Iterator[tuple[bool, FileKey, str]]:
+    if f.file_format == "parquet":
+        data = storage.read_bytes(f.path)
+        if data is None:
+            raise UnclearError  # vanished since listing
+        for add, remove in _parquet_rows(data):
+            yield from _file_action(add, remove, root, deletion_vectors)
+        return
+    text = storage.read_text(f.path)
+    if text is None or "\ufffd" in text:
+        raise UnclearError  # vanished, or bytes that are not UTF-8: Spark decides
+    for line in _LINE_BREAK.split(text):
+        if line.strip(" \t") == "":
+            continue  # Spark's JSON reader skips blank lines
+        try:
+            parsed = json.loads(line)
+        except ValueError:
+            raise UnclearError from None
+        if not isinstance(parsed, dict):
+            raise UnclearError
+        yield from _file_action(parsed.get("add"), parsed.get("remove"), root, deletion_vectors)
+
+
+def _file_action(
+    add: Any, remove: Any, root: str, deletion_vectors: bool
+) -> Iterator[tuple[bool, FileKey, str]]:
+    if add is None and remove is None:
+        return
+    if add is not None and remove is not None:
+        raise UnclearError  # a damaged line: the Spark path names its file
+    is_add = add is not None
+    action = typed(add if is_add else remove, schemas.ADD if is_add else schemas.REMOVE)
+    dv = action["deletionVector"]
+    if action["path"] is None or (dv is not None and not deletion_vectors):
+        raise UnclearError
+    key = path_key(action["path"], root)
+    if key is None:
+        raise UnclearError
+    yield is_add, (key, dv_unique_id_of(dv)), json.dumps(action, separators=(",", ":"))
+
+
+def _parquet_rows(data: bytes) -> Iterator[tuple[Any, Any]]:
+    """`(add, remove)` of each row of a parquet checkpoint part, as `json.loads` would give them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        schema = parquet.schema_arrow
+    except Exception:
+        raise UnclearError from None  # not parquet: the Spark path names the file
+    wanted = {"add": schemas.ADD, "remove": schemas.REMOVE}
+    columns = []
+    for name in schema.names:
+        if name.lower() in wanted and name not in wanted:
+            raise UnclearError  # Spark matches names case-insensitively
+        if name in wanted:
+            arrow_type = schema.field(name).type
+            if name == "add" and "stats_parsed" in [f.name.lower() for f in arrow_type]:
+                raise UnclearError  # parsed statistics: the Spark path conforms them
+            if not _arrow_matches(arrow_type, wanted[name]):
+                raise UnclearError
+            columns.append(name)
+    if not columns:
+        return
+    for row in parquet.read(columns=columns).to_pylist():
+        yield _pairs_as_dicts(row.get("add")), _pairs_as_dicts(row.get("remove"))
+
+
+def _arrow_matches(arrow_type: Any, spark_type: DataType) -> bool:
+    """Whether Spark reads a parquet column of `arrow_type` as `spark_type` value for value."""
+    import pyarrow as pa
+
+    if isinstance(spark_type, StringType):
+        return bool(pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type))
+    if isinstance(spark_type, LongType):
+        return bool(pa.types.is_int64(arrow_type))
+    if isinstance(spark_type, IntegerType):
+        return bool(pa.types.is_int32(arrow_type))
+    if isinstance(spark_type, BooleanType):
+        return bool(pa.types.is_boolean(arrow_type))
+    if isinstance(spark_type, MapType):
+        return bool(
+            pa.types.is_map(arrow_type)
+            and _arrow_matches(arrow_type.key_type, spark_type.keyType)
+            and _arrow_matches(arrow_type.item_type, spark_type.valueType)
+        )
+    if isinstance(spark_type, StructType):
+        if not pa.types.is_struct(arrow_type):
+            return False
+        expected = {f.name: f.dataType for f in spark_type.fields}
+        lowered = {name.lower(): name for name in expected}
+        for child in arrow_type:
+            if child.name in expected:
+                if not _arrow_matches(child.type, expected[child.name]):
+                    return False
+            elif child.name.lower() in lowered:
+                return False  # Spark matches names case-insensitively
+        return True
+    return False
+
+
+def _pairs_as_dicts(value: Any) -> Any:
+    """Arrow's `to_pylist` gives maps as lists of pairs; JSON gives objects."""
+    if isinstance(value, dict):
+        return {k: _pairs_as_dicts(v) for k, v in value.items()}
+    if isinstance(value, list) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+        return dict(value)
+    return value
+
+
+def reconciled_frame(spark: SparkSession, state: FileState, checkpoint_stats: DataType) -> DataFrame:
+    """The state as `reconciliation.file_action_rows` rows (plus a null `checkpoint_stats`)."""
+    rows = state.rows()
+    columns = {f.name: [row[i] for row in rows] for i, f in enumerate(FRAME_SCHEMA.fields)}
+    return local_frame(spark, columns, FRAME_SCHEMA).select(
+        "version",
+        "is_add",
+        "path_key",
+        "dv_id",
+        F.from_json("add_json", schemas.ADD).alias("add"),
+        F.from_json("remove_json", schemas.REMOVE).alias("remove"),
+        F.lit(None).cast(checkpoint_stats).alias("checkpoint_stats"),
+    )
