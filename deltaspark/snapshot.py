@@ -451,12 +451,16 @@ def _read_protocol_and_metadata(spark: SparkSession, storage: Storage, segment: 
         base, newer_tail, exact = protocol_metadata_cache.lookup(segment)
         if exact:
             return base
+        checkpoint = segment.checkpoint
+        if base is None and checkpoint is not None and small_log.checkpoint_eligible(list(checkpoint.files)):
+            base = _checkpoint_on_driver(storage, list(checkpoint.files))
         newer = _pm_files(segment, newer_tail)
-        if small_log.eligible(newer, segment.checkpoint is not None and base is None):
+        found = base if not newer else None
+        if found is None and small_log.eligible(newer, checkpoint is not None and base is None):
             found = _read_on_driver(storage, newer, segment.version, base)
-            if found is not None:
-                protocol_metadata_cache.store(segment, found)
-                return found
+        if found is not None:
+            protocol_metadata_cache.store(segment, found)
+            return found
     row = protocol_metadata_frame(spark, segment).first()
     if row is None:
         return None
@@ -472,6 +476,14 @@ def _read_on_driver(storage: Storage, files: list[LogFile], version: int, base: 
     except DeltaSparkError:
         return None  # the Spark path reads them again and reports what is wrong
     return small_log.protocol_and_metadata(files, texts, version, base)
+
+
+def _checkpoint_on_driver(storage: Storage, files: list[LogFile]) -> dict | None:
+    try:
+        parts = [storage.read_bytes(f.path) for f in files]
+    except DeltaSparkError:
+        return None  # the Spark path reads them again and reports what is wrong
+    return small_log.checkpoint_protocol_and_metadata(files, parts)
 
 
 def _pm_files(segment: LogSegment, tail: list[LogFile] | None = None) -> list[LogFile]:

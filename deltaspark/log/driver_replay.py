@@ -31,16 +31,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BooleanType,
-    DataType,
-    IntegerType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-)
+from pyspark.sql.types import BooleanType, DataType, LongType, StringType, StructField, StructType
 
 from deltaspark.errors import DeltaSparkError
 from deltaspark.features.deletion_vectors import dv_unique_id_of
@@ -49,7 +40,7 @@ from deltaspark.log.files import LogFile
 from deltaspark.log.paths import path_key
 from deltaspark.log.segment import LogSegment
 from deltaspark.log.segment_cache import SegmentCache
-from deltaspark.log.typed_json import UnclearError, typed
+from deltaspark.log.typed_json import UnclearError, parquet_actions, typed
 from deltaspark.spark_compat import conf_get, local_frame
 from deltaspark.storage import Storage
 
@@ -234,73 +225,9 @@ def _file_action(
 
 
 def _parquet_rows(data: bytes) -> Iterator[tuple[Any, Any]]:
-    """`(add, remove)` of each row of a parquet checkpoint part, as `json.loads` would give them."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        parquet = pq.ParquetFile(pa.BufferReader(data))
-        schema = parquet.schema_arrow
-    except Exception:
-        raise UnclearError from None  # not parquet: the Spark path names the file
-    wanted = {"add": schemas.ADD, "remove": schemas.REMOVE}
-    columns = []
-    for name in schema.names:
-        if name.lower() in wanted and name not in wanted:
-            raise UnclearError  # Spark matches names case-insensitively
-        if name in wanted:
-            arrow_type = schema.field(name).type
-            if name == "add" and "stats_parsed" in [f.name.lower() for f in arrow_type]:
-                raise UnclearError  # parsed statistics: the Spark path conforms them
-            if not _arrow_matches(arrow_type, wanted[name]):
-                raise UnclearError
-            columns.append(name)
-    if not columns:
-        return
-    for row in parquet.read(columns=columns).to_pylist():
-        yield _pairs_as_dicts(row.get("add")), _pairs_as_dicts(row.get("remove"))
-
-
-def _arrow_matches(arrow_type: Any, spark_type: DataType) -> bool:
-    """Whether Spark reads a parquet column of `arrow_type` as `spark_type` value for value."""
-    import pyarrow as pa
-
-    if isinstance(spark_type, StringType):
-        return bool(pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type))
-    if isinstance(spark_type, LongType):
-        return bool(pa.types.is_int64(arrow_type))
-    if isinstance(spark_type, IntegerType):
-        return bool(pa.types.is_int32(arrow_type))
-    if isinstance(spark_type, BooleanType):
-        return bool(pa.types.is_boolean(arrow_type))
-    if isinstance(spark_type, MapType):
-        return bool(
-            pa.types.is_map(arrow_type)
-            and _arrow_matches(arrow_type.key_type, spark_type.keyType)
-            and _arrow_matches(arrow_type.item_type, spark_type.valueType)
-        )
-    if isinstance(spark_type, StructType):
-        if not pa.types.is_struct(arrow_type):
-            return False
-        expected = {f.name: f.dataType for f in spark_type.fields}
-        lowered = {name.lower(): name for name in expected}
-        for child in arrow_type:
-            if child.name in expected:
-                if not _arrow_matches(child.type, expected[child.name]):
-                    return False
-            elif child.name.lower() in lowered:
-                return False  # Spark matches names case-insensitively
-        return True
-    return False
-
-
-def _pairs_as_dicts(value: Any) -> Any:
-    """Arrow's `to_pylist` gives maps as lists of pairs; JSON gives objects."""
-    if isinstance(value, dict):
-        return {k: _pairs_as_dicts(v) for k, v in value.items()}
-    if isinstance(value, list) and all(isinstance(v, tuple) and len(v) == 2 for v in value):
-        return dict(value)
-    return value
+    """`(add, remove)` of each row of a parquet checkpoint part."""
+    for row in parquet_actions(data, {"add": schemas.ADD, "remove": schemas.REMOVE}):
+        yield row["add"], row["remove"]
 
 
 def reconciled_frame(spark: SparkSession, state: FileState, checkpoint_stats: DataType) -> DataFrame:

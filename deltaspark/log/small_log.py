@@ -20,7 +20,7 @@ from typing import Any
 from deltaspark.log import action_schemas as schemas
 from deltaspark.log.files import LogFile
 from deltaspark.log.replay import ACTION_KEY, FILE_ACTION_PREFIXES
-from deltaspark.log.typed_json import UnclearError, typed
+from deltaspark.log.typed_json import UnclearError, parquet_actions, typed
 
 # Segments above these stay on Spark: the driver only ever reads a few small files.
 MAX_FILES = 64
@@ -66,6 +66,54 @@ def eligible(files: list[LogFile], has_checkpoint: bool) -> bool:
     """Whether these files are few and small enough to read on the driver (after a checkpoint only
     when an earlier answer covers it, see `protocol_metadata_cache`)."""
     return not has_checkpoint and 0 < len(files) <= MAX_FILES and sum(f.size for f in files) <= MAX_BYTES
+
+
+def checkpoint_eligible(files: list[LogFile]) -> bool:
+    """Whether a checkpoint's own files are parquet and small enough to read on the driver."""
+    parquet = all(f.file_format == "parquet" for f in files)
+    return parquet and 0 < len(files) <= MAX_FILES and sum(f.size for f in files) <= MAX_BYTES // 8
+
+
+_CHECKPOINT_KINDS = {"protocol": schemas.PROTOCOL, "metaData": schemas.METADATA, "sidecar": schemas.SIDECAR}
+# The Spark path keeps a checkpoint row for a kind when these (required) fields are set.
+_REQUIRED = {"protocol": ("minReaderVersion",), "metaData": ("id",), "sidecar": ("path", "sizeInBytes")}
+
+
+def checkpoint_protocol_and_metadata(
+    files: list[LogFile], parts: list[bytes | None]
+) -> dict[str, Any] | None:
+    """The protocol, metaData and sidecars of a parquet checkpoint's parts, as the Spark path's
+    one-row frame has them; `None` when unclear (two protocols, a row the Spark path's filter
+    would treat otherwise, a column typed otherwise than the schema)."""
+    found: dict[str, tuple[Any, str]] = {}
+    sidecars: list[dict[str, Any]] = []
+    try:
+        for f, data in zip(files, parts, strict=True):
+            if data is None:
+                return None
+            for row in parquet_actions(data, _CHECKPOINT_KINDS):
+                for kind, value in row.items():
+                    if value is None:
+                        continue
+                    kept = any(value.get(name) is not None for name in _REQUIRED[kind])
+                    if not kept or (kind != "sidecar" and any(value.get(n) is None for n in _REQUIRED[kind])):
+                        return None  # a row the Spark path's filter reads its own way
+                    if kind == "sidecar":
+                        sidecars.append(value)
+                    elif kind in found and found[kind][0] != value:
+                        return None  # two different values in one checkpoint
+                    else:
+                        found[kind] = (value, f.path)
+    except UnclearError:
+        return None
+    return {
+        "protocol": found["protocol"][0] if "protocol" in found else None,
+        "metaData": found["metaData"][0] if "metaData" in found else None,
+        "commitInfo": None,
+        "protocolFile": found["protocol"][1] if "protocol" in found else None,
+        "metaDataFile": found["metaData"][1] if "metaData" in found else None,
+        "sidecars": sidecars,
+    }
 
 
 def protocol_and_metadata(

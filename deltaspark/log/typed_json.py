@@ -1,16 +1,19 @@
-"""Parsed JSON values typed exactly as Spark's JSON reader types them under an action schema.
+"""Log actions typed exactly as Spark reads them under an action schema, from JSON or parquet.
 
 The log is read on the driver only where that gives the answer Spark would give (`small_log`,
-`driver_replay`). Spark's reader is lenient in ways a driver-side twin would have to copy: a
+`driver_replay`). Spark's JSON reader is lenient in ways a driver-side twin would have to copy: a
 number in a string field becomes its text, a value of the wrong type nulls the record's fields.
 Rather than copy those rules, `typed` accepts only values that need none of them - a string for
 a string field, an integer in range for an integer field, and so on - and raises `UnclearError`
 for anything else, so the caller leaves the file to Spark, which reads or rejects it its own way.
-Fields the schema does not name are dropped, as Spark drops them.
+Fields the schema does not name are dropped, as Spark drops them. `parquet_actions` does the same
+for checkpoint parts: a column whose parquet type is not exactly the schema's, or whose name
+differs only in case (Spark matches names case-insensitively), is unclear.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql.types import (
@@ -70,3 +73,83 @@ def typed(value: Any, data_type: DataType) -> Any:
             raise UnclearError
         return [typed(v, data_type.elementType) for v in value]
     raise UnclearError  # a type this module does not model
+
+
+def parquet_actions(data: bytes, kinds: dict[str, StructType]) -> Iterator[dict[str, Any]]:
+    """Each row of a parquet checkpoint part, as `{kind: typed value or None}` for `kinds`
+    (action name -> schema). `add.stats_parsed` is unclear too: the Spark path conforms it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        schema = parquet.schema_arrow
+    except Exception:
+        raise UnclearError from None  # not parquet: the Spark path names the file
+    columns = []
+    for name in schema.names:
+        if name.lower() in kinds and name not in kinds:
+            raise UnclearError
+        if name in kinds:
+            arrow_type = schema.field(name).type
+            if name == "add" and "stats_parsed" in [f.name.lower() for f in arrow_type]:
+                raise UnclearError
+            if not arrow_matches(arrow_type, kinds[name]):
+                raise UnclearError
+            columns.append(name)
+    if not columns:
+        return
+    for row in parquet.read(columns=columns).to_pylist():
+        yield {kind: typed(_as_json(row.get(kind), kinds[kind]), kinds[kind]) for kind in kinds}
+
+
+def arrow_matches(arrow_type: Any, spark_type: DataType) -> bool:
+    """Whether Spark reads a parquet column of `arrow_type` as `spark_type`, value for value."""
+    import pyarrow as pa
+
+    if isinstance(spark_type, StringType):
+        return bool(pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type))
+    if isinstance(spark_type, LongType):
+        return bool(pa.types.is_int64(arrow_type))
+    if isinstance(spark_type, IntegerType):
+        return bool(pa.types.is_int32(arrow_type))
+    if isinstance(spark_type, BooleanType):
+        return bool(pa.types.is_boolean(arrow_type))
+    if isinstance(spark_type, ArrayType):
+        return bool(
+            (pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type))
+            and arrow_matches(arrow_type.value_type, spark_type.elementType)
+        )
+    if isinstance(spark_type, MapType):
+        return bool(
+            pa.types.is_map(arrow_type)
+            and arrow_matches(arrow_type.key_type, spark_type.keyType)
+            and arrow_matches(arrow_type.item_type, spark_type.valueType)
+        )
+    if isinstance(spark_type, StructType):
+        if not pa.types.is_struct(arrow_type):
+            return False
+        expected = {f.name: f.dataType for f in spark_type.fields}
+        lowered = {name.lower() for name in expected}
+        for child in arrow_type:
+            if child.name in expected:
+                if not arrow_matches(child.type, expected[child.name]):
+                    return False
+            elif child.name.lower() in lowered:
+                return False  # Spark matches names case-insensitively
+        return True
+    return False
+
+
+def _as_json(value: Any, data_type: DataType) -> Any:
+    """An Arrow `to_pylist` value as `json.loads` gives it: maps are lists of pairs there."""
+    if value is None:
+        return None
+    if isinstance(data_type, MapType) and isinstance(value, list):
+        return {k: _as_json(v, data_type.valueType) for k, v in value}
+    if isinstance(data_type, StructType) and isinstance(value, dict):
+        types = {f.name: f.dataType for f in data_type.fields}
+        return {k: _as_json(v, types[k]) if k in types else v for k, v in value.items()}
+    if isinstance(data_type, ArrayType) and isinstance(value, list):
+        return [_as_json(v, data_type.elementType) for v in value]
+    return value
