@@ -126,3 +126,21 @@ def test_iceberg_runner_smoke(tmp_path):
     assert all(r["status"] == "ok" and r["answer_matches"] for r in runs.values()), runs
     assert "| deltaspark | row count with position deletes" in done.stdout
     assert not (tmp_path / "work" / "iceberg-smoke-v2").exists()
+
+
+@pytest.mark.one_suite("4.x")  # five processes with a Spark session each: about a minute
+def test_small_tables_runner_smoke(tmp_path):
+    out = tmp_path / "results.json"
+    command = [sys.executable, "-m", "benchmarks.small", "--repeat", "1", "--warmup", "0"]
+    command += ["--workdir", str(tmp_path / "work"), "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = json.loads(out.read_text())["runs"]
+    assert set(runs) == {
+        f"{e}/{t}" for e in ("deltaspark", "deltars") for t in ("plain", "partitioned", "dv")
+    } | {"deltaspark/plain-commits"}
+    assert all(r["status"] == "ok" for k, r in runs.items() if k != "deltars/dv"), runs
+    assert runs["deltars/dv"]["status"] in ("ok", "not supported")  # deltalake 1.6.6 reads no DVs
+    assert all(runs[f"deltaspark/{t}"]["jobs"] >= 1 for t in ("plain", "partitioned", "dv"))
+    assert len(runs["deltaspark/plain-commits"]["after_commit"]) == 1

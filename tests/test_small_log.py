@@ -209,7 +209,9 @@ def test_a_small_parquet_checkpoint_is_read_on_the_driver(spark, log, spark_job_
     two.classic_checkpoint(0, [p0, protocol(3, 7, [], []), m0])
     storage = HadoopStorage(spark)
     parts = list(plan_segment(storage, str(other)).checkpoint.files)
-    assert small_log.checkpoint_protocol_and_metadata(parts, [storage.read_bytes(f.path) for f in parts]) is None
+    assert (
+        small_log.checkpoint_protocol_and_metadata(parts, [storage.read_bytes(f.path) for f in parts]) is None
+    )
 
 
 @pytest.mark.skipif(CONNECT, reason="classic sessions only")
