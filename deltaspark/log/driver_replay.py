@@ -24,7 +24,6 @@ a deletion vector the protocol does not allow, parsed statistics or sidecars in 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +39,7 @@ from deltaspark.log.files import LogFile
 from deltaspark.log.paths import path_key
 from deltaspark.log.segment import LogSegment
 from deltaspark.log.segment_cache import SegmentCache
-from deltaspark.log.typed_json import UnclearError, parquet_actions, typed
+from deltaspark.log.typed_json import LINE_BREAK, UnclearError, json_object, parquet_actions, typed
 from deltaspark.spark_compat import conf_get, local_frame
 from deltaspark.storage import Storage
 
@@ -48,8 +47,6 @@ MAX_BYTES_CONF = "spark.deltaspark.replay.driverMaxBytes"
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 # A parquet checkpoint is compressed; its bytes count this many times against the limit.
 PARQUET_WEIGHT = 8
-
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Hadoop's line reader
 
 FileKey = tuple[str, str]  # (canonical path, DV unique id)
 
@@ -194,15 +191,10 @@ def _file_actions(
     text = storage.read_text(f.path)
     if text is None or "\ufffd" in text:
         raise UnclearError  # vanished, or bytes that are not UTF-8: Spark decides
-    for line in _LINE_BREAK.split(text):
+    for line in LINE_BREAK.split(text):
         if line.strip(" \t") == "":
             continue  # Spark's JSON reader skips blank lines
-        try:
-            parsed = json.loads(line)
-        except ValueError:
-            raise UnclearError from None
-        if not isinstance(parsed, dict):
-            raise UnclearError
+        parsed = json_object(line)
         yield from _file_action(parsed.get("add"), parsed.get("remove"), root, deletion_vectors)
 
 

@@ -13,14 +13,13 @@ error, so a damaged log reads exactly as it did before.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from deltaspark.log import action_schemas as schemas
 from deltaspark.log.files import LogFile
 from deltaspark.log.replay import ACTION_KEY, FILE_ACTION_PREFIXES
-from deltaspark.log.typed_json import UnclearError, parquet_actions, typed
+from deltaspark.log.typed_json import LINE_BREAK, UnclearError, json_object, parquet_actions, typed
 
 # Segments above these stay on Spark: the driver only ever reads a few small files.
 MAX_FILES = 64
@@ -29,7 +28,6 @@ MAX_BYTES = 4 * 1024 * 1024
 _KINDS = ("protocol", "metaData", "commitInfo")
 # The Spark path's regex with Java's `\s`, not Python's Unicode whitespace.
 _ACTION_KEY = re.compile(ACTION_KEY.replace(r"\s", r"[ \t\n\x0b\f\r]"))
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # Hadoop's line reader
 _TYPES = {"protocol": schemas.PROTOCOL, "metaData": schemas.METADATA}
 
 
@@ -44,7 +42,7 @@ def _typed(kind: str, value: Any) -> Any:
 def _actions_of(text: str) -> list[dict[str, Any]]:
     """The protocol/metaData/commitInfo values of one file's lines, selected as the Spark path does."""
     found = []
-    for line in _LINE_BREAK.split(text):
+    for line in LINE_BREAK.split(text):
         if line.startswith(FILE_ACTION_PREFIXES) or line.strip(" ") == "":
             continue
         key = _ACTION_KEY.match(line)
@@ -52,12 +50,7 @@ def _actions_of(text: str) -> list[dict[str, Any]]:
             raise UnclearError  # not an action: the Spark path names the file
         if key[1] not in _KINDS:
             continue
-        try:
-            parsed = json.loads(line)
-        except ValueError:
-            raise UnclearError from None
-        if not isinstance(parsed, dict):
-            raise UnclearError
+        parsed = json_object(line)
         found.append({k: _typed(k, parsed[k]) for k in _KINDS if parsed.get(k) is not None})
     return found
 

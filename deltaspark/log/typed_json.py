@@ -13,6 +13,8 @@ differs only in case (Spark matches names case-insensitively), is unclear.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,10 +30,22 @@ from pyspark.sql.types import (
 )
 
 _RANGES = {IntegerType: (-(2**31), 2**31 - 1), LongType: (-(2**63), 2**63 - 1)}
+LINE_BREAK = re.compile(r"\r\n|\r|\n")  # how Hadoop's line reader splits a log file
 
 
 class UnclearError(Exception):
     """A value Spark might read otherwise than its plain JSON meaning: the Spark path decides."""
+
+
+def json_object(line: str) -> dict[str, Any]:
+    """One log line parsed as a JSON object (`UnclearError` for anything else)."""
+    try:
+        parsed = json.loads(line)
+    except ValueError:
+        raise UnclearError from None
+    if not isinstance(parsed, dict):
+        raise UnclearError
+    return parsed
 
 
 def clean_string(value: Any) -> str:
