@@ -15,7 +15,8 @@ Layout (file `i` is identified by an integer; its path, size and stats derive fr
   with deletion vectors, re-adds `dv_fraction` x its net adds of the previous batch with a DV
   (a `remove` of the old key plus an `add` with the DV), so the file count grows by `net` exactly.
 
-Usage: `python -m benchmarks.generate OUT --files 1000000 --commits 100 [--checkpoint] [--dv-fraction 0.01]`
+Usage: `python -m benchmarks.generate OUT --files 1000000 --commits 100 [--checkpoint] [--dv-fraction 0.01]
+[--checksum]`
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class LogSpec:
     checkpoint: bool = False
     tail_files_per_commit: int = 1000  # with a checkpoint: net adds per JSON commit after it
     stats: bool = True
+    checksum: bool = False  # a `.crc` at the latest version, as delta-spark writes after each commit
 
 
 @dataclass
@@ -518,6 +520,24 @@ def touch_data_files(root: Path, batches: list[Batch], spec: LogSpec) -> int:
     return count
 
 
+def write_checksum(log_dir: Path, batches: list[Batch], spec: LogSpec) -> int:
+    """The latest version's `.crc` with the protocol's required fields (size and count of the live
+    files, protocol, metadata); what delta-spark writes after every commit, minus the optional ones."""
+    sizes = sum(int(file_sizes(idx).sum()) for idx in live_indices(batches))
+    live = sum(b.add_count - b.remove_count for b in batches)
+    document = {
+        "tableSizeBytes": sizes,
+        "numFiles": live,
+        "numMetadata": 1,
+        "numProtocol": 1,
+        "metadata": metadata_action(spec),
+        "protocol": protocol_action(spec),
+    }
+    path = log_dir / f"{batches[-1].version:020d}.crc"
+    path.write_text(json.dumps(document))
+    return path.stat().st_size
+
+
 def generate(out: str | Path, spec: LogSpec, touch: bool = False, overwrite: bool = True) -> GeneratedTable:
     """Write a table at `out` (replacing it) and return what a reader must find."""
     start = time.perf_counter()
@@ -543,6 +563,8 @@ def generate(out: str | Path, spec: LogSpec, touch: bool = False, overwrite: boo
     adds = sum(b.add_count + b.dv_count for b in batches)
     removes = sum(b.remove_count + b.dv_count for b in batches) + tombstones
     live = sum(b.add_count - b.remove_count for b in batches)
+    if spec.checksum:
+        write_checksum(log_dir, batches, spec)
     if touch:
         touch_data_files(root, batches, spec)
     return GeneratedTable(
@@ -571,6 +593,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tail-files-per-commit", type=int, default=1000)
     parser.add_argument("--no-stats", action="store_true")
     parser.add_argument("--touch-data-files", action="store_true")
+    parser.add_argument("--checksum", action="store_true", help="write the latest version's .crc")
     args = parser.parse_args(argv)
     spec = LogSpec(
         files=args.files,
@@ -581,6 +604,7 @@ def main(argv: list[str] | None = None) -> None:
         checkpoint=args.checkpoint,
         tail_files_per_commit=args.tail_files_per_commit,
         stats=not args.no_stats,
+        checksum=args.checksum,
     )
     print(json.dumps(asdict(generate(args.out, spec, touch=args.touch_data_files)), indent=2))
 

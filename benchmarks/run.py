@@ -201,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", action="store_true", help="custom scale: checkpoint + JSON tail")
     parser.add_argument("--dv-fraction", type=float, default=0.0)
     parser.add_argument("--touch-data-files", action="store_true", help="custom scale: empty data files")
+    parser.add_argument(
+        "--checksum", action="store_true", help="tables get the latest version's .crc, as delta-spark writes"
+    )
     parser.add_argument("--repeat", type=int, help="warm runs (overrides the scale's)")
     parser.add_argument("--driver-memory", help="spark.driver.memory (overrides the scale's)")
     parser.add_argument("--engines", default="floor,delta-rs,deltaspark")
@@ -226,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         scales = [Scale(f"custom-{args.files}", spec, "8g", 3, args.touch_data_files)]
     else:
         scales = [SCALES[name] for name in (args.scale or ["1m"])]
+    if args.checksum:
+        scales = [replace(s, name=f"{s.name}-crc", spec=replace(s.spec, checksum=True)) for s in scales]
     if args.repeat is not None:
         scales = [replace(s, repeat=args.repeat) for s in scales]
     if args.driver_memory:

@@ -35,7 +35,7 @@ from deltaspark.features.protocol import Protocol, check_readable
 from deltaspark.features.schema import drop_void_fields
 from deltaspark.features.stats import conform_parsed_stats, parse_stats_json, stats_schema
 from deltaspark.log import action_schemas as schemas
-from deltaspark.log import driver_replay, protocol_metadata_cache, small_log
+from deltaspark.log import driver_replay, protocol_metadata_cache, small_log, version_checksum
 from deltaspark.log.commit_timestamps import MISSING_ICT, InCommitTimestamps, monotonic_file_times
 from deltaspark.log.files import LogFile
 from deltaspark.log.listing import list_log_files, log_dir_of, plan_segment, table_root_from
@@ -451,6 +451,10 @@ def _read_protocol_and_metadata(spark: SparkSession, storage: Storage, segment: 
         base, newer_tail, exact = protocol_metadata_cache.lookup(segment)
         if exact:
             return base
+        found = _from_checksum(spark, storage, segment) if base is None else None
+        if found is not None:
+            protocol_metadata_cache.store(segment, found)
+            return found
         checkpoint = segment.checkpoint
         if base is None and checkpoint is not None and small_log.checkpoint_eligible(list(checkpoint.files)):
             base = _checkpoint_on_driver(storage, list(checkpoint.files))
@@ -467,6 +471,29 @@ def _read_protocol_and_metadata(spark: SparkSession, storage: Storage, segment: 
     found = row.asDict(recursive=True)
     if storage.direct_reads:
         protocol_metadata_cache.store(segment, found)
+    return found
+
+
+def _from_checksum(spark: SparkSession, storage: Storage, segment: LogSegment) -> dict | None:
+    """Protocol and metadata from the newest usable `.crc` and the commits after it (see
+    `version_checksum`), all read on the driver; `None` when it gives no clear answer."""
+    if conf_get(spark, version_checksum.ENABLED_CONF, "true").strip().lower() == "false":
+        return None
+    planned = version_checksum.plan(segment)
+    if planned is None:
+        return None
+    crc, commits = planned
+    try:
+        text = storage.read_text(crc.path)
+    except DeltaSparkError:
+        return None
+    base = version_checksum.base_answer(crc, text, segment.checkpoint is not None)
+    if base is None:
+        log.info("Not using %s for protocol and metadata (unreadable or unclear)", crc.path)
+        return None
+    found = _read_on_driver(storage, commits, segment.version, base) if commits else base
+    if found is not None:
+        log.debug("Protocol and metadata of version %d from %s", segment.version, crc.name)
     return found
 
 

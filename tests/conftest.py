@@ -121,3 +121,19 @@ def conformance() -> Path:
     if root is None:
         pytest.skip(f"conformance tables not found (set {CONFORMANCE_ENV} to the folder of tables)")
     return root
+
+
+@pytest.fixture
+def spark_job_count(monkeypatch):
+    """How many times the Spark path ran (the driver path and the cache run none)."""
+    import deltaspark.snapshot as snapshot_module
+
+    calls = []
+    real = snapshot_module.protocol_metadata_frame
+
+    def counting(spark, segment):
+        calls.append(segment.version)
+        return real(spark, segment)
+
+    monkeypatch.setattr(snapshot_module, "protocol_metadata_frame", counting)
+    return calls

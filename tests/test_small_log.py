@@ -176,22 +176,6 @@ def test_a_corrupt_commit_is_still_named_by_the_spark_path(spark, log):
 # ---- the cache of answers per segment -----------------------------------------------------------
 
 
-@pytest.fixture
-def spark_job_count(monkeypatch):
-    """How many times the Spark path ran (the driver path and the cache run none)."""
-    import deltaspark.snapshot as snapshot_module
-
-    calls = []
-    real = snapshot_module.protocol_metadata_frame
-
-    def counting(spark, segment):
-        calls.append(segment.version)
-        return real(spark, segment)
-
-    monkeypatch.setattr(snapshot_module, "protocol_metadata_frame", counting)
-    return calls
-
-
 @pytest.mark.skipif(CONNECT, reason="classic sessions only")
 def test_a_small_parquet_checkpoint_is_read_on_the_driver(spark, log, spark_job_count):
     p0, m0 = protocol(), metadata(configuration={"k": "0"})
