@@ -198,6 +198,11 @@ def test_no_checksum_older_than_the_checkpoint_nor_across_a_gap_nor_too_many_com
     many = version_checksum.MAX_COMMITS + 2
     assert version_checksum.plan(_segment(_names(*range(many), crc=(0,)))) is None
     assert version_checksum.plan(_segment(_names(0, 1))) is None
+    uuid_named = [
+        *_names(0, 1, 2, 3, crc=(2,)),
+        f"{2:020d}.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json",
+    ]
+    assert version_checksum.plan(_segment(uuid_named)) is None
 
 
 def test_a_v2_checkpoint_table_needs_its_checkpoint_for_the_sidecars():

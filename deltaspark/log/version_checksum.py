@@ -14,8 +14,8 @@ It gives no answer - the log is read as before, the checksum being optional - wh
   exactly as the action schema says (`typed_json`);
 - a commit between it and the snapshot version is missing from the listing (compacted away), or
   those commits are too many or too big for the driver;
-- the table has a checkpoint and its protocol names `v2Checkpoint`: the checkpoint's sidecar list
-  is read from the checkpoint only.
+- the table has a checkpoint and its protocol names `v2Checkpoint`, or the checkpoint is UUID-named
+  (V2): the checkpoint's sidecar list is read from the checkpoint only.
 
 A `.crc` whose protocol or metadata differ from the log's is a damaged table, read as delta-spark
 reads it; `audit` reports the difference (`log.checksum`), and
@@ -41,6 +41,8 @@ MAX_COMMIT_BYTES = 32 * 1024 * 1024
 def plan(segment: LogSegment) -> tuple[LogFile, list[LogFile]] | None:
     """The `.crc` to start from and the commits to read after it, oldest first; `None` when the
     segment has no usable checksum."""
+    if segment.checkpoint is not None and segment.checkpoint.is_v2_named:
+        return None  # a V2 checkpoint: its sidecar list is read from it
     floor = segment.checkpoint.version if segment.checkpoint is not None else 0
     checksums = [
         f
