@@ -520,11 +520,10 @@ def touch_data_files(root: Path, batches: list[Batch], spec: LogSpec) -> int:
     return count
 
 
-def write_checksum(log_dir: Path, batches: list[Batch], spec: LogSpec) -> int:
-    """The latest version's `.crc` with the protocol's required fields (size and count of the live
+def write_checksum(log_dir: Path, batches: list[Batch], spec: LogSpec, live: int) -> None:
+    """The latest version's `.crc` with the protocol's required fields (size and count of the `live`
     files, protocol, metadata); what delta-spark writes after every commit, minus the optional ones."""
     sizes = sum(int(file_sizes(idx).sum()) for idx in live_indices(batches))
-    live = sum(b.add_count - b.remove_count for b in batches)
     document = {
         "tableSizeBytes": sizes,
         "numFiles": live,
@@ -533,9 +532,7 @@ def write_checksum(log_dir: Path, batches: list[Batch], spec: LogSpec) -> int:
         "metadata": metadata_action(spec),
         "protocol": protocol_action(spec),
     }
-    path = log_dir / f"{batches[-1].version:020d}.crc"
-    path.write_text(json.dumps(document))
-    return path.stat().st_size
+    (log_dir / f"{batches[-1].version:020d}.crc").write_text(json.dumps(document))
 
 
 def generate(out: str | Path, spec: LogSpec, touch: bool = False, overwrite: bool = True) -> GeneratedTable:
@@ -564,7 +561,7 @@ def generate(out: str | Path, spec: LogSpec, touch: bool = False, overwrite: boo
     removes = sum(b.remove_count + b.dv_count for b in batches) + tombstones
     live = sum(b.add_count - b.remove_count for b in batches)
     if spec.checksum:
-        write_checksum(log_dir, batches, spec)
+        write_checksum(log_dir, batches, spec, live)
     if touch:
         touch_data_files(root, batches, spec)
     return GeneratedTable(

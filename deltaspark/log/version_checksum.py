@@ -65,6 +65,8 @@ def plan(segment: LogSegment) -> tuple[LogFile, list[LogFile]] | None:
 
 
 def _has_v2_checkpoints(protocol: dict[str, Any]) -> bool:
+    # Any listing of the feature counts, even one `Protocol.hasFeature` would ignore (below reader 3 /
+    # writer 7): such a checkpoint may still carry sidecars, which only the log path reads.
     features = [*(protocol.get("readerFeatures") or []), *(protocol.get("writerFeatures") or [])]
     return "v2Checkpoint" in features
 
