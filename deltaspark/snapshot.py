@@ -207,11 +207,13 @@ class Snapshot:
             "checkpoint_stats", conform_parsed_stats(F.col("add.stats_parsed"), written, physical)
         ).withColumn("add", F.col("add").dropFields("stats_parsed"))
 
-    def _tail_actions(self, kinds: list[str]) -> DataFrame | None:
+    def _tail_actions(self, kinds: list[str], select_lines: bool = False) -> DataFrame | None:
+        """The tail's actions of `kinds`; `select_lines` for kinds that are a few lines of a big log
+        (`read_json_actions`: only their lines are parsed)."""
         files = list(self.segment.tail_files)
         if not files:
             return None
-        return read_json_actions(self._spark, files, kinds, select_lines=False)
+        return read_json_actions(self._spark, files, kinds, select_lines=select_lines)
 
     def _use_broadcast(self) -> bool:
         limit = int(conf_get(self._spark, BROADCAST_TAIL_BYTES_CONF, str(DEFAULT_BROADCAST_TAIL_BYTES)))
@@ -229,8 +231,9 @@ class Snapshot:
         log.info("Replayed version %d on the driver: %d file actions", self.version, len(state.entries))
         return driver_replay.reconciled_frame(self._spark, state, self._stats_schemas[0])
 
-    def _reconciled_file_rows(self) -> DataFrame:
-        """Every live logical file (`is_add`) and tombstone (`not is_add`), unexpired or not."""
+    def _reconciled_file_rows(self, partitions: int | None = None) -> DataFrame:
+        """Every live logical file (`is_add`) and tombstone (`not is_add`), unexpired or not;
+        `partitions`: the shuffle count of a plan that ranks the whole state (`reconcile_files`)."""
         replayed = self._driver_replayed_rows
         if replayed is not None:
             return replayed
@@ -259,7 +262,7 @@ class Snapshot:
             self.segment.tail_bytes,
             "broadcast" if broadcast and checkpoint_rows is not None and tail_rows is not None else "union",
         )
-        return reconcile_files(checkpoint_rows, tail_rows, broadcast, dvs)
+        return reconcile_files(checkpoint_rows, tail_rows, broadcast, dvs, partitions)
 
     # ---- the state, as DataFrames ----------------------------------------------------------------
     def fileActions(self) -> DataFrame:
@@ -391,7 +394,7 @@ class Snapshot:
 
     def _small_actions(self, kind: str) -> DataFrame:
         """All actions of one non-file kind (txn, domainMetadata, ...) in the segment, with versions."""
-        sources = (self._checkpoint_actions([kind], False), self._tail_actions([kind]))
+        sources = (self._checkpoint_actions([kind], False), self._tail_actions([kind], select_lines=True))
         frames = [f.select("version", kind, CORRUPT_LINE) for f in sources if f is not None]
         return reduce(_union, frames)
 

@@ -23,9 +23,16 @@ from pyspark.sql import functions as F
 from deltaspark import DeltaTable, UnsupportedFeatureError
 from deltaspark.errors import UnsupportedSessionError, UnsupportedWriterFeatureError
 from deltaspark.log.json_checksum import checksum_of_text
-from deltaspark.maintenance.checkpoint_writer import write_checkpoint
+from deltaspark.log.replay import count_actions_bound
+from deltaspark.maintenance.checkpoint_writer import (
+    _checkpointed_rows,
+    _classic_layout,
+    _file_actions,
+    _plan,
+    write_checkpoint,
+)
 from deltaspark.spark_compat import is_connect
-from tests.conftest import REPO
+from tests.conftest import DRIVER_REPLAY_CONF, REPO
 from tests.log_builder import LogBuilder, add, commit_info, domain, dv, metadata, protocol, remove, txn
 from tests.reference_replay import dv_id, replay
 from tests.suites import in_this_suite
@@ -109,6 +116,7 @@ def mixed_table(log):
     return log
 
 
+@pytest.mark.usefixtures("replay")  # replayed on the driver, and by Spark
 def test_classic_checkpoint_holds_exactly_the_reconciled_state(spark, mixed_table):
     root = mixed_table.root
     before = DeltaTable.forPath(spark, mixed_table.path).snapshot()
@@ -240,54 +248,151 @@ def test_feature_lists_are_non_null_exactly_for_reader_3_and_writer_7(spark, log
     assert (row["readerFeatures"], row["writerFeatures"]) == expected
 
 
+@pytest.mark.parametrize("where", ["checkpoint", "tail", "nowhere"])
+def test_txns_and_domains_are_bounded_from_the_log_files_and_kept(spark, log, spark_replay, where):
+    """A Spark-replayed checkpoint skips the txn and domain replays only when the log's files hold
+    none; a txn spelled with spaces, after a blank line, or in an earlier checkpoint is found."""
+    log.commit(0, protocol(), metadata(), add("a"))
+    if where == "checkpoint":
+        log.commit(1, txn("app", 1, NOW), domain("user.d", "c"))
+        write_checkpoint(DeltaTable.forPath(spark, log.path).snapshot())
+    elif where == "tail":
+        spaced = json.dumps(txn("app", 1, NOW), separators=(" , ", " : "))
+        log.raw(f"{1:020d}.json", f"\n {spaced}\n" + json.dumps(domain("user.d", "c")) + "\n")
+    else:
+        log.commit(1, commit_info())
+    log.commit(2, add("b"))
+
+    snapshot = DeltaTable.forPath(spark, log.path).snapshot()
+    files = [
+        *snapshot.segment.tail_files,
+        *(snapshot.segment.checkpoint.files if where == "checkpoint" else []),
+    ]
+    bounds = count_actions_bound(spark, files, ["txn", "domainMetadata"])
+    tail = [log.log / f.name for f in snapshot.segment.tail_files]
+    lines = sum(1 for p in tail for x in p.read_text().splitlines() if x.strip())
+    rows = 5 if where == "checkpoint" else 0  # protocol, metaData, add, txn, domain
+    assert bounds["actions"] == lines + rows
+    expected = 0 if where == "nowhere" else 1
+    assert (bounds["txn"], bounds["domainMetadata"]) == (expected, expected)
+
+    result = write_checkpoint(snapshot)
+    kinds = _by_kind(_rows(log.log / "00000000000000000002.checkpoint.parquet"))
+    want_txn = [] if where == "nowhere" else [{"appId": "app", "version": 1, "lastUpdated": NOW}]
+    assert kinds.get("txn", []) == want_txn and result.numTransactions == len(want_txn)
+    assert [d["domain"] for d in kinds.get("domainMetadata", [])] == (
+        [] if where == "nowhere" else ["user.d"]
+    )
+    assert sorted(a["path"] for a in kinds["add"]) == ["a", "b"]
+
+
 # ---- multi-part checkpoints ------------------------------------------------------------------------
 
 
-def test_multi_part_parts_are_clustered_by_spark_hash_of_path_and_dv_id(spark, log):
+@pytest.fixture(params=["driver", "broadcast", "union", "json-only"])
+def multi_part_table(request, spark, log):
+    """A DV table of 12 reconciled file actions at version 1, replayed by each plan: on the driver,
+    or by Spark over a checkpoint at version 0 plus a tail (broadcast or union plan), or over the
+    JSON commits alone."""
     features = ["deletionVectors"]
     log.commit(0, protocol(3, 7, features, features), metadata(), *[add(f"f{i}") for i in range(10)])
+    if request.param in ("broadcast", "union"):
+        write_checkpoint(DeltaTable.forPath(spark, log.path).snapshot())
     log.commit(
         1, remove("f3", NOW), add("f3", dv=dv("dvA")), remove("f4", NOW), add("f4", dv=dv("dvB", offset=None))
     )
-    result = DeltaTable.forPath(spark, log.path).checkpoint(actionsPerPart=3)  # 12 file actions -> 4 parts
+    key = "spark.deltaspark.replay.broadcastTailBytes"
+    if request.param != "driver":
+        spark.conf.set(DRIVER_REPLAY_CONF, "0")
+        spark.conf.set(key, str(1 << 40) if request.param == "broadcast" else "0")
+    yield request.param
+    spark.conf.unset(key)
+    spark.conf.unset(DRIVER_REPLAY_CONF)
 
-    parts = sorted(n for n in _log_names(log.root) if ".checkpoint." in n)
+
+def _segment_action_bound(log: LogBuilder, checkpointed: bool) -> int:
+    """The actions in the files a Spark replay of version 1 reads, counted from the files."""
+    if checkpointed:
+        return pq.read_metadata(log.log / "00000000000000000000.checkpoint.parquet").num_rows + 4
+    return sum(len(p.read_text().splitlines()) for p in sorted(log.log.glob("*.json")))
+
+
+def test_multi_part_parts_are_spark_hash_partitions_of_the_path_key(spark, log, multi_part_table):
+    result = DeltaTable.forPath(spark, log.path).checkpoint(actionsPerPart=3)
+
+    # Hash partitions: from the exact 12 file actions when the driver replayed the log, else from
+    # the actions in the segment's files (an upper bound, counted without a replay).
+    plan = multi_part_table
+    file_actions = 12 if plan == "driver" else _segment_action_bound(log, plan != "json-only")
+    hash_parts = -(-file_actions // 3)
+    assert (result.numOfAddFiles, result.numOfRemoves) == (10, 2)
+    parts = sorted(n for n in _log_names(log.root) if n.startswith("00000000000000000001.checkpoint."))
     p = len(parts)
-    assert result.kind == "multi-part" and result.parts == p and 2 <= p <= 4
+    assert result.kind == "multi-part" and result.parts == p and result.files == parts
     assert parts == [f"00000000000000000001.checkpoint.{o:010d}.{p:010d}.parquet" for o in range(1, p + 1)]
     assert _last_checkpoint(log.root)["parts"] == p
-    placed = {}
+    placed: dict[tuple[str, str | None], int] = {}
     for o, name in enumerate(parts, start=1):
         for row in _rows(log.log / name):
             ((kind, value),) = row.items()
             if kind in ("add", "remove"):
-                descriptor = value.get("deletionVector")
-                placed[(value["path"], dv_id(descriptor) or None)] = o
+                placed[(value["path"], dv_id(value.get("deletionVector")) or None)] = o
             else:
                 placed[(kind, None)] = o
-    # Expected: Spark's hash partitioning (Murmur3, seed 42) of (path, dvId) into 4 partitions; empty
-    # partitions leave no file, and the remaining ones are numbered in partition order.
-    keys = sorted(
-        (k for k in placed if k[0] not in ("protocol", "metaData")), key=lambda k: (k[0], k[1] or "")
-    )
-    frame = spark.createDataFrame(keys, "path string, dv string")
+    # Expected: Spark's hash partitioning (Murmur3, seed 42) of the canonical path into
+    # `hash_parts` partitions; empty partitions leave no file, the others are numbered in partition
+    # order, and protocol and metadata come last, in a part of their own.
+    keys = DeltaTable.forPath(spark, log.path).snapshot().fileActions()
+    bucket = F.expr(f"pmod(hash(path_key), {hash_parts})")
     hashed = {
         (r["path"], r["dv"]): r["bucket"]
-        for r in frame.select("path", "dv", F.expr("pmod(hash(path, dv), 4)").alias("bucket")).collect()
+        for r in keys.select(
+            F.coalesce("add.path", "remove.path").alias("path"),
+            F.when(F.col("dv_id") != "", F.col("dv_id")).alias("dv"),
+            bucket.alias("bucket"),
+        ).collect()
     }
-    non_file = (
-        spark.range(1).select(F.expr("pmod(hash(cast(null as string), cast(null as string)), 4)")).first()[0]
-    )
-    used = sorted(set(hashed.values()) | {non_file})
-    assert len(used) == p
-    expected = {k: used.index(b) + 1 for k, b in hashed.items()}
-    assert {k: v for k, v in placed.items() if k in expected} == expected
-    assert placed[("protocol", None)] == placed[("metaData", None)] == used.index(non_file) + 1
+    used = sorted(set(hashed.values()))
+    assert p == len(used) + 1 and p <= hash_parts + 1
+    assert {k: v for k, v in placed.items() if k in hashed} == {
+        k: used.index(b) + 1 for k, b in hashed.items()
+    }
+    assert placed[("protocol", None)] == placed[("metaData", None)] == p
     assert ("f3", "udvA@1") in placed and ("f3", None) in placed and ("f4", "udvB") in placed
 
     snapshot = DeltaTable.forPath(spark, log.path).snapshot()
     assert len(snapshot.segment.checkpoint.files) == p and snapshot.segment.tail_files == ()
     assert len(_files(snapshot)) == 10 and len(replay(log.path).files) == 10
+
+
+@pytest.mark.parametrize("plan", ["union", "json-only", "broadcast"])
+def test_a_multi_part_layout_shuffles_the_state_once(spark, log, plan):
+    """The union plan's window and the part layout share one shuffle; the broadcast plan (the
+    checkpoint streams through unshuffled) shuffles once for the layout."""
+    log.commit(0, protocol(), metadata(), *[add(f"f{i}") for i in range(6)])
+    if plan != "json-only":
+        write_checkpoint(DeltaTable.forPath(spark, log.path).snapshot())
+    log.commit(1, remove("f1", NOW), add("g"))
+    spark.conf.set(DRIVER_REPLAY_CONF, "0")
+    spark.conf.set("spark.deltaspark.replay.broadcastTailBytes", str(1 << 40) if plan == "broadcast" else "0")
+    try:
+        snapshot = DeltaTable.forPath(spark, log.path).snapshot()
+        plan_ = _plan(snapshot, 2, None)
+        files = _file_actions(snapshot, plan_, _checkpointed_rows(snapshot, 4))
+        text = _explain(_classic_layout(snapshot, files, 4, {"txn": 1, "domainMetadata": 1}))
+    finally:
+        spark.conf.unset(DRIVER_REPLAY_CONF)
+        spark.conf.unset("spark.deltaspark.replay.broadcastTailBytes")
+    # One shuffle into the 4 parts: the union plan's window, or the layout after a broadcast plan
+    # (whose ranked tail is shuffled by Spark's default partitioning).
+    assert len(re.findall(r"hashpartitioning\(path_key#\d+, 4\), REPARTITION_BY_NUM", text)) == 1, text
+    assert text.count("REPARTITION_BY_NUM") == 1, text
+    if plan != "broadcast":
+        assert len(re.findall(r"Exchange hashpartitioning\(path_key#", text)) == 1, text
+
+
+def _explain(frame) -> str:
+    return frame._jdf.queryExecution().executedPlan().toString()
 
 
 # ---- V2 checkpoints ----------------------------------------------------------------------------------

@@ -73,8 +73,14 @@ def file_action_rows(
     )
 
 
-def newest_per_file(rows: DataFrame, deletion_vectors: bool = True) -> DataFrame:
+def newest_per_file(
+    rows: DataFrame, deletion_vectors: bool = True, partitions: int | None = None
+) -> DataFrame:
     """Keep the newest reference to each logical file, then at most one add per path.
+
+    `partitions`: shuffle into exactly that many partitions by `path_key` (Spark's hash
+    partitioning), so that a consumer laying the result out the same way (a multi-part checkpoint)
+    reuses this shuffle instead of adding its own; by default Spark's shuffle partitions.
 
     Within one version a `remove` beats an `add` of the same key. A valid commit never holds
     both; a log compaction file that was not fully reconciled can, and there the removal is the
@@ -85,9 +91,9 @@ def newest_per_file(rows: DataFrame, deletion_vectors: bool = True) -> DataFrame
     # prefix, which defeats the sorter's 8-byte key prefix and makes every comparison a full
     # string compare; leading with a hash of the path restores cheap prefix sorting.
     by_key = Window.partitionBy("_path_hash", *KEY).orderBy(F.col("version").desc(), F.col("is_add").asc())
+    shuffled = rows.repartition(partitions, "path_key") if partitions else rows.repartition("path_key")
     newest = (
-        rows.repartition("path_key")  # one shuffle serves both windows
-        .withColumn("_path_hash", F.xxhash64("path_key"))
+        shuffled.withColumn("_path_hash", F.xxhash64("path_key"))  # one shuffle serves both windows
         .withColumn("_key_rank", F.row_number().over(by_key))
         .where(F.col("_key_rank") == 1)
         .drop("_key_rank")
@@ -109,20 +115,22 @@ def reconcile_files(
     tail_rows: DataFrame | None,
     broadcast_tail: bool,
     deletion_vectors: bool = True,
+    partitions: int | None = None,
 ) -> DataFrame:
     """The reconciled file actions (adds and removes) of a snapshot, one row per logical file.
 
     `deletion_vectors=False` (the table's protocol does not support them, so every `dv_id` is
-    empty) lets the ranking skip the one-add-per-path window.
+    empty) lets the ranking skip the one-add-per-path window. `partitions`: the union plan's
+    shuffle count (`newest_per_file`); the other plans do not shuffle the whole state.
     """
     if checkpoint_rows is None and tail_rows is None:
         raise ValueError("nothing to reconcile")
     if checkpoint_rows is None:
-        return newest_per_file(tail_rows, deletion_vectors)  # type: ignore[arg-type]
+        return newest_per_file(tail_rows, deletion_vectors, partitions)  # type: ignore[arg-type]
     if tail_rows is None:
         return checkpoint_rows
     if not broadcast_tail:
-        return newest_per_file(checkpoint_rows.unionByName(tail_rows), deletion_vectors)
+        return newest_per_file(checkpoint_rows.unionByName(tail_rows), deletion_vectors, partitions)
     tail = newest_per_file(tail_rows, deletion_vectors)
     # One broadcast of the ranked tail's keys drops every checkpoint row the tail supersedes: the
     # same key (any action), or - for adds - a path the tail still adds. The ranked tail is then

@@ -152,6 +152,41 @@ def read_parquet_actions(
     )
 
 
+def count_actions_bound(
+    spark: SparkSession, files: Sequence[LogFile] | Sequence[str], kinds: Sequence[str] = ()
+) -> dict[str, int]:
+    """Upper bounds of the actions in log files, without parsing any: `actions`, the rows of parquet
+    files (from their footers) plus the non-blank lines of JSON files; and per kind in `kinds`, the
+    rows holding one, plus the lines whose action key is that kind or unreadable (file actions, as
+    every writer spells them, are dropped by their prefix first). Reconciliation can only lower them."""
+    paths = [f if isinstance(f, str) else f.path for f in files]
+    parquet = [p for p in paths if p.endswith(".parquet")]
+    json = [p for p in paths if not p.endswith(".parquet")]
+    totals = dict.fromkeys(["actions", *kinds], 0)
+    frames = []
+    if parquet:
+        reader = spark.read.options(**_STRICT).schema(action_schema(kinds))
+        rows = read_paths(spark, reader, "parquet", parquet)
+        frames.append(rows.agg(F.count(F.lit(1)).alias("actions"), *[F.count(k).alias(k) for k in kinds]))
+    if json:
+        value = F.col("value")
+        line = F.trim(value) != ""
+        other = line & ~reduce(operator.or_, [value.startswith(p) for p in FILE_ACTION_PREFIXES])
+        key = F.regexp_extract(value, ACTION_KEY, 1)
+        lines = read_paths(spark, spark.read.options(**_STRICT), "text", json)
+        frames.append(
+            lines.agg(
+                F.count(F.when(line, 1)).alias("actions"),
+                *[F.count(F.when(other & ((key == k) | (key == "")), 1)).alias(k) for k in kinds],
+            )
+        )
+    for frame in frames:
+        row = frame.first()
+        for name in totals:
+            totals[name] += int(row[name]) if row is not None else 0
+    return totals
+
+
 def parquet_file_schema(spark: SparkSession, path: str) -> StructType:
     """The schema a parquet log file was written with (its footer), read under the same options."""
     return spark.read.options(**_STRICT).parquet(path).schema

@@ -7,17 +7,23 @@ driver never holds the state: it holds the protocol, the metadata, counts, and f
 Kinds written:
 
 - classic `n.checkpoint.parquet`: one file, for states up to `actionsPerPart` file actions;
-- multi-part `n.checkpoint.o.p.parquet` for larger states (V1 spec only): `p` from the number of
-  file actions and `actionsPerPart`, rows clustered by Spark's hash partitioning on `path` (on
-  `(path, dvId)` when the table supports deletion vectors), so racing writers produce the same parts;
+- multi-part `n.checkpoint.o.p.parquet` for larger states (V1 spec only): file actions clustered
+  by Spark's hash partitioning of their canonical path into `ceil(file actions / actionsPerPart)`
+  partitions - the replay's own shuffle, when it ranks the whole state - so racing writers produce
+  the same parts; protocol, metadata, txns and domains in one more part, the last;
 - V2 (tables with `v2Checkpoint`, unless `delta.checkpointPolicy=classic`): file actions in
   sidecars `_delta_log/_sidecars/<uuid>.parquet`, one per task, and a UUID-named top-level file
   (JSON by default, or parquet) holding `checkpointMetadata`, protocol, metadata, txns, domains
   and the sidecar list.
 
+The state is replayed once, by the write itself. The number of file actions, which sizes the
+parts, is taken before it without a replay: exact for a small log replayed on the driver, otherwise
+the actions in the segment's files (rows of parquet footers, lines of JSON files), an upper bound.
+The exact counts are observed as the rows go into the writer (`Observation`).
+
 Nothing half-written is ever visible: every file is written by Spark into a staging directory
 (`_delta_log/_deltaspark_tmp/...`, hidden from readers by its leading `_`), read back and checked
-against the state's counts, then renamed into place - parts in order (readers ignore an incomplete
+against the observed counts, then renamed into place - parts in order (readers ignore an incomplete
 multi-part set), sidecars before the top-level file that references them. An existing log file is
 never overwritten: if a checkpoint file with the same name is already there, ours is dropped (both
 hold the same state). `_last_checkpoint` is written last, through a temporary file, and never moved
@@ -39,13 +45,12 @@ from dataclasses import asdict, dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructField, StructType
 
 from deltaspark.errors import CheckpointWriteError, InvalidArgumentError, UnsupportedWriterFeatureError
 from deltaspark.features.column_mapping import physical_name
-from deltaspark.features.deletion_vectors import dv_unique_id
 from deltaspark.features.partition_values import parse_partition_value, partition_fields
 from deltaspark.features.protocol import check_writable
 from deltaspark.features.schema import drop_void_fields
@@ -54,6 +59,7 @@ from deltaspark.log import action_schemas as schemas
 from deltaspark.log.json_checksum import checksum_of
 from deltaspark.log.last_checkpoint import LAST_CHECKPOINT_NAME
 from deltaspark.log.listing import read_last_checkpoint
+from deltaspark.log.replay import count_actions_bound
 from deltaspark.spark_compat import is_connect
 from deltaspark.spark_errors import eager
 from deltaspark.storage import FileStatus, Storage, join_path
@@ -261,59 +267,71 @@ def _remove_action() -> Column:
     return F.when(~F.col("is_add"), F.struct(*columns))
 
 
-def _checkpointed_rows(snapshot: Snapshot) -> DataFrame:
+def _checkpointed_rows(snapshot: Snapshot, partitions: int | None = None) -> DataFrame:
     """The reconciled rows a checkpoint keeps: live files and unexpired tombstones."""
     cutoff = snapshot.tombstoneRetentionCutoffMs()
-    rows = snapshot._reconciled_file_rows()
+    rows = snapshot._reconciled_file_rows(partitions)
     return rows.where(
         F.col("is_add") | (F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0)) > F.lit(cutoff))
     )
 
 
-def _count_file_actions(live: DataFrame) -> dict[str, int]:
-    """Adds and tombstones the checkpoint will hold (`live`: `_checkpointed_rows`), from a replay
-    Spark can prune to the keys.
-
-    Counting this way costs what `files().count()` costs; the write replays once more with every
-    column. Caching the full rows instead (stats included) costs far more than a second replay.
-    """
+def _file_action_counts() -> list[Column]:
+    """Adds and tombstones among `_checkpointed_rows`."""
     is_add = F.col("is_add")
-    row = live.agg(
-        F.count(F.when(is_add, 1)).alias("add"),
-        F.count(F.when(~is_add, 1)).alias("remove"),
-    ).first()
-    return {"add": int(row["add"]), "remove": int(row["remove"])} if row else {"add": 0, "remove": 0}
+    return [F.count(F.when(is_add, 1)).alias("add"), F.count(F.when(~is_add, 1)).alias("remove")]
+
+
+def _size(snapshot: Snapshot) -> dict[str, int]:
+    """The file actions the checkpoint will hold (`file_actions`), or an upper bound of them, to size
+    its parts; and upper bounds of the txn and domainMetadata actions, so that a log without any
+    skips their replays.
+
+    A small log replayed on the driver is counted exactly: its rows are a local relation, counted
+    without a job. Otherwise counting exactly would be one more replay of the log, so the actions
+    in the segment's files are counted instead, without parsing any (`count_actions_bound`).
+    """
+    segment = snapshot.segment
+    files: list[Any] = list(segment.tail_files)
+    if segment.checkpoint is not None:
+        files += segment.checkpoint.files
+    files += snapshot._sidecars or []
+    if snapshot._driver_replayed_rows is not None:
+        row = _checkpointed_rows(snapshot).agg(*_file_action_counts()).first()
+        exact = int(row["add"]) + int(row["remove"]) if row else 0
+        return {"file_actions": exact, "txn": 1, "domainMetadata": 1}  # small: no need to bound
+    bounds = count_actions_bound(snapshot._spark, files, ["txn", "domainMetadata"])
+    return {**bounds, "file_actions": bounds["actions"]}
+
+
+def _observed(live: DataFrame) -> tuple[DataFrame, Observation]:
+    """`live` with its adds and tombstones counted as they flow into the writer."""
+    observation = Observation(f"deltaspark_checkpoint_{uuid.uuid4().hex}")
+    return live.observe(observation, *_file_action_counts()), observation
 
 
 def _file_actions(snapshot: Snapshot, plan: _Plan, live: DataFrame) -> DataFrame:
-    """`live` (`_checkpointed_rows`) as `add` / `remove` columns plus clustering keys."""
-    path = F.coalesce(F.col("add.path"), F.col("remove.path"))
-    dv = F.coalesce(F.col("add.deletionVector"), F.col("remove.deletionVector"))
-    return live.select(
-        _add_action(snapshot, plan).alias("add"),
-        _remove_action().alias("remove"),
-        path.alias("_path"),
-        F.when(dv.isNotNull(), dv_unique_id(dv)).alias("_dv"),
-    )
+    """`live` (`_checkpointed_rows`) as `add` / `remove` columns plus `path_key`, the layout key."""
+    return live.select(_add_action(snapshot, plan).alias("add"), _remove_action().alias("remove"), "path_key")
 
 
-def _cluster_keys(snapshot: Snapshot) -> list[str]:
-    """Multi-part clustering key: `(path, dvId)` with deletion vectors, else `path` alone."""
-    return ["_path", "_dv"] if snapshot.protocol.hasFeature("deletionVectors") else ["_path"]
-
-
-def _non_file_actions(snapshot: Snapshot, types: dict[str, DataType]) -> DataFrame:
+def _non_file_actions(snapshot: Snapshot, types: dict[str, DataType], size: dict[str, int]) -> DataFrame:
     """protocol, metaData, live txns (after `delta.setTransactionRetentionDuration`, as Spark's Delta
-    checkpoints them) and live domains, in checkpoint columns."""
+    checkpoints them) and live domains, in checkpoint columns. A kind `size` bounds to none is not
+    replayed."""
     spark = snapshot._spark
     protocol = _rows(spark, {"protocol": _literal(_protocol_value(snapshot), schemas.PROTOCOL)})
     metadata = _rows(spark, {"metaData": _literal(snapshot.metadata.asDict(), schemas.METADATA)})
-    txns = snapshot.transactions().select(F.struct("appId", "version", "lastUpdated").alias("txn"))
-    domains = snapshot.domainMetadata().select(
-        F.struct("domain", "configuration", F.lit(False).alias("removed")).alias("domainMetadata")
-    )
-    frames = [_with_columns(f, types) for f in (protocol, metadata, txns, domains)]
-    return reduce(DataFrame.unionByName, frames)
+    frames = [protocol, metadata]
+    if size["txn"]:
+        txns = snapshot.transactions().select(F.struct("appId", "version", "lastUpdated").alias("txn"))
+        frames.append(txns)
+    if size["domainMetadata"]:
+        domains = snapshot.domainMetadata().select(
+            F.struct("domain", "configuration", F.lit(False).alias("removed")).alias("domainMetadata")
+        )
+        frames.append(domains)
+    return reduce(DataFrame.unionByName, [_with_columns(f, types) for f in frames])
 
 
 # ---- writing and moving files ---------------------------------------------------------------------
@@ -417,51 +435,69 @@ def _check(condition: bool, what: str) -> None:
         raise CheckpointWriteError(f"checkpoint verification failed: {what}; nothing was made visible")
 
 
+def _check_file_actions(written: list[_Written], observed: dict[str, Any], result: CheckpointResult) -> None:
+    """The files hold exactly the adds and tombstones that went into the writer; records them."""
+    adds, removes = int(observed["add"]), int(observed["remove"])
+    _check(_total(written, "add") == adds, f"{_total(written, 'add')} adds written, {adds} live")
+    _check(
+        _total(written, "remove") == removes,
+        f"{_total(written, 'remove')} tombstones written, {removes} unexpired",
+    )
+    result.numOfAddFiles, result.numOfRemoves = adds, removes
+
+
+def _classic_parts(snapshot: Snapshot, plan: _Plan, file_actions: int) -> int:
+    """Hash partitions of the file actions; multi-part checkpoints are forbidden with v2Checkpoint."""
+    if snapshot.protocol.hasFeature("v2Checkpoint"):
+        return 1
+    return max(1, math.ceil(file_actions / plan.actions_per_part))
+
+
+def _classic_layout(snapshot: Snapshot, files: DataFrame, parts: int, size: dict[str, int]) -> DataFrame:
+    """Every action in checkpoint columns, one Spark partition per part (empty ones write no file).
+
+    With several parts, the file actions are hash partitioned by `path_key` into `parts`
+    partitions. The union plan's window shuffled them that way already, and Spark drops this
+    repartition then; the other plans shuffle here. The non-file actions follow as one more
+    partition, so every hash partition stays one part.
+    """
+    columns: dict[str, DataType] = {
+        "protocol": schemas.PROTOCOL,
+        "metaData": schemas.METADATA,
+        "txn": schemas.TXN,
+        "add": files.schema["add"].dataType,
+        "remove": files.schema["remove"].dataType,
+        "domainMetadata": schemas.DOMAIN_METADATA,
+    }
+    file_rows = _with_columns(files, {**columns, "path_key": StringType()})
+    non_file = _non_file_actions(snapshot, columns, size)
+    if parts == 1:
+        return file_rows.select(*columns).unionByName(non_file).coalesce(1)
+    return file_rows.repartition(parts, "path_key").select(*columns).unionByName(non_file.coalesce(1))
+
+
 def _write_classic(
     snapshot: Snapshot,
     plan: _Plan,
     files: DataFrame,
-    counts: dict[str, int],
+    parts: int,
+    size: dict[str, int],
+    counts: Observation,
     staging: str,
     log_dir: str,
     result: CheckpointResult,
 ) -> None:
     storage = snapshot._storage
-    file_actions = counts["add"] + counts["remove"]
-    # Multi-part checkpoints are forbidden once a table supports v2Checkpoint.
-    parts = 1
-    if not snapshot.protocol.hasFeature("v2Checkpoint"):
-        parts = max(1, math.ceil(file_actions / plan.actions_per_part))
-    types = {n: files.schema[n].dataType for n in ("add", "remove")}
-    columns: dict[str, DataType] = {
-        "protocol": schemas.PROTOCOL,
-        "metaData": schemas.METADATA,
-        "txn": schemas.TXN,
-        "add": types["add"],
-        "remove": types["remove"],
-        "domainMetadata": schemas.DOMAIN_METADATA,
-    }
-    keys = {"_path": files.schema["_path"].dataType, "_dv": files.schema["_dv"].dataType}
-    everything = _non_file_actions(snapshot, {**columns, **keys}).unionByName(
-        _with_columns(files, {**columns, **keys})
-    )
-    if parts > 1:
-        laid_out = everything.repartition(parts, *_cluster_keys(snapshot))
-    else:
-        laid_out = everything.coalesce(1)
+    laid_out = _classic_layout(snapshot, files, parts, size)
     directory = join_path(staging, "checkpoint")
     log.info("Writing the checkpoint of version %d as %d part(s)", snapshot.version, parts)
-    _write(laid_out.select(*columns), directory, "parquet", plan.codec)
+    _write(laid_out, directory, "parquet", plan.codec)
 
     kinds = ["add", "remove", "protocol", "metaData", "txn", "domainMetadata"]
     written = [
         w for w in _written_files(snapshot._spark, storage, directory, "parquet", kinds) if w.counts["rows"]
     ]
-    _check(
-        _total(written, "add") == counts["add"],
-        f"{_total(written, 'add')} adds written, {counts['add']} live",
-    )
-    _check(_total(written, "remove") == counts["remove"], "tombstone count differs from the state")
+    _check_file_actions(written, counts.get, result)
     _check(
         _total(written, "protocol") == 1 and _total(written, "metaData") == 1,
         "protocol/metaData not written once",
@@ -491,14 +527,14 @@ def _write_v2(
     snapshot: Snapshot,
     plan: _Plan,
     files: DataFrame,
-    counts: dict[str, int],
+    size: dict[str, int],
+    counts: Observation,
     staging: str,
     log_dir: str,
     result: CheckpointResult,
 ) -> FileStatus:
     spark, storage = snapshot._spark, snapshot._storage
-    file_actions = counts["add"] + counts["remove"]
-    sidecars = max(1, math.ceil(file_actions / plan.actions_per_part))
+    sidecars = max(1, math.ceil(size["file_actions"] / plan.actions_per_part))
     directory = join_path(staging, "sidecars")
     log.info("Writing the V2 checkpoint of version %d: up to %d sidecar(s)", snapshot.version, sidecars)
     # Sidecars are named by UUID and listed by the top-level file, so their layout need not be
@@ -514,11 +550,7 @@ def _write_v2(
     written = [
         w for w in _written_files(spark, storage, directory, "parquet", ["add", "remove"]) if w.counts["rows"]
     ]
-    _check(
-        _total(written, "add") == counts["add"],
-        f"{_total(written, 'add')} adds written, {counts['add']} live",
-    )
-    _check(_total(written, "remove") == counts["remove"], "tombstone count differs from the state")
+    _check_file_actions(written, counts.get, result)
 
     sidecar_dir = join_path(log_dir, SIDECAR_DIR)
     storage.mkdirs(sidecar_dir)
@@ -546,7 +578,7 @@ def _write_v2(
             spark,
             {"checkpointMetadata": _literal({"version": snapshot.version}, schemas.CHECKPOINT_METADATA)},
         ),
-        _non_file_actions(snapshot, top_types),
+        _non_file_actions(snapshot, top_types, size),
     ]
     if entries:
         rows.append(
@@ -626,24 +658,23 @@ def write_checkpoint(
     log_dir = join_path(snapshot.tableRoot, "_delta_log")
     staging = join_path(log_dir, f"{STAGING_DIR}/{snapshot.version:020d}-{uuid.uuid4()}")
     result = CheckpointResult(tablePath=snapshot.tableRoot, version=snapshot.version, kind="", files=[])
-    live = _checkpointed_rows(snapshot)  # one plan (and one log file listing) for count and write
-    files = _file_actions(snapshot, plan, live)
     try:
-        counts = _count_file_actions(live)
-        result.numOfAddFiles, result.numOfRemoves = counts["add"], counts["remove"]
+        size = _size(snapshot)
+        parts = 1 if plan.v2 else _classic_parts(snapshot, plan, size["file_actions"])
         log.info(
-            "Checkpointing %s at version %d: %d live files, %d unexpired tombstones (%s)",
+            "Checkpointing %s at version %d: at most %d file actions (%s)",
             snapshot.tableRoot,
             snapshot.version,
-            counts["add"],
-            counts["remove"],
+            size["file_actions"],
             "V2 with sidecars" if plan.v2 else "classic",
         )
+        live, counts = _observed(_checkpointed_rows(snapshot, parts if parts > 1 else None))
+        files = _file_actions(snapshot, plan, live)
         v2_top = None
         if plan.v2:
-            v2_top = _write_v2(snapshot, plan, files, counts, staging, log_dir, result)
+            v2_top = _write_v2(snapshot, plan, files, size, counts, staging, log_dir, result)
         else:
-            _write_classic(snapshot, plan, files, counts, staging, log_dir, result)
+            _write_classic(snapshot, plan, files, parts, size, counts, staging, log_dir, result)
         result.lastCheckpointUpdated = _write_last_checkpoint(storage, log_dir, staging, result, v2_top)
     finally:
         try:
@@ -654,11 +685,14 @@ def write_checkpoint(
             log.warning("Could not remove the staging directory %s: %s", staging, exc)
     result.seconds = round(time.time() - started, 3)
     log.info(
-        "Wrote %s checkpoint of version %d: %s (%d actions, %d bytes) in %.1fs",
+        "Wrote %s checkpoint of version %d: %s (%d actions: %d live files, %d unexpired tombstones; "
+        "%d bytes) in %.1fs",
         result.kind,
         result.version,
         ", ".join(result.files),
         result.numActions,
+        result.numOfAddFiles,
+        result.numOfRemoves,
         result.sizeInBytes,
         result.seconds,
     )
