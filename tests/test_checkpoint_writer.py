@@ -21,9 +21,10 @@ import pytest
 from pyspark.sql import functions as F
 
 from deltaspark import DeltaTable, UnsupportedFeatureError
-from deltaspark.errors import UnsupportedSessionError, UnsupportedWriterFeatureError
+from deltaspark.errors import CheckpointWriteError, UnsupportedSessionError, UnsupportedWriterFeatureError
 from deltaspark.log.json_checksum import checksum_of_text
 from deltaspark.log.replay import count_actions_bound
+from deltaspark.maintenance import checkpoint_writer
 from deltaspark.maintenance.checkpoint_writer import (
     _checkpointed_rows,
     _classic_layout,
@@ -363,6 +364,17 @@ def test_multi_part_parts_are_spark_hash_partitions_of_the_path_key(spark, log, 
     snapshot = DeltaTable.forPath(spark, log.path).snapshot()
     assert len(snapshot.segment.checkpoint.files) == p and snapshot.segment.tail_files == ()
     assert len(_files(snapshot)) == 10 and len(replay(log.path).files) == 10
+
+
+@pytest.mark.usefixtures("replay")
+def test_a_part_lost_after_the_write_fails_the_check_and_nothing_is_visible(spark, log, monkeypatch):
+    """The staged files are checked against the adds observed on their way into the writer."""
+    log.commit(0, protocol(), metadata(), *[add(f"f{i}") for i in range(8)])
+    written = checkpoint_writer._written_files
+    monkeypatch.setattr(checkpoint_writer, "_written_files", lambda *a: written(*a)[1:])
+    with pytest.raises(CheckpointWriteError, match=r"adds written, 8 live; nothing was made visible"):
+        DeltaTable.forPath(spark, log.path).checkpoint(actionsPerPart=2)
+    assert not [n for n in _log_names(log.root) if "checkpoint" in n]
 
 
 @pytest.mark.parametrize("plan", ["union", "json-only", "broadcast"])
