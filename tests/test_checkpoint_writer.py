@@ -371,7 +371,13 @@ def test_a_part_lost_after_the_write_fails_the_check_and_nothing_is_visible(spar
     """The staged files are checked against the adds observed on their way into the writer."""
     log.commit(0, protocol(), metadata(), *[add(f"f{i}") for i in range(8)])
     written = checkpoint_writer._written_files
-    monkeypatch.setattr(checkpoint_writer, "_written_files", lambda *a: written(*a)[1:])
+
+    def one_part_lost(*args):
+        files = written(*args)
+        lost = next(w for w in files if w.counts["add"])  # an empty partition may leave an empty file
+        return [w for w in files if w is not lost]
+
+    monkeypatch.setattr(checkpoint_writer, "_written_files", one_part_lost)
     with pytest.raises(CheckpointWriteError, match=r"adds written, 8 live; nothing was made visible"):
         DeltaTable.forPath(spark, log.path).checkpoint(actionsPerPart=2)
     assert not [n for n in _log_names(log.root) if "checkpoint" in n]
