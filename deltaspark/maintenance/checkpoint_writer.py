@@ -454,7 +454,8 @@ def _classic_parts(snapshot: Snapshot, plan: _Plan, file_actions: int) -> int:
 
 
 def _classic_layout(snapshot: Snapshot, files: DataFrame, parts: int, size: dict[str, int]) -> DataFrame:
-    """Every action in checkpoint columns, one Spark partition per part (empty ones write no file).
+    """Every action in checkpoint columns, one Spark partition per part (an empty partition writes
+    no file, or an empty one, which `_write_classic` leaves out).
 
     With several parts, the file actions are hash partitioned by `path_key` into `parts`
     partitions. The union plan's window shuffled them that way already, and Spark drops this
@@ -502,8 +503,8 @@ def _write_classic(
         _total(written, "protocol") == 1 and _total(written, "metaData") == 1,
         "protocol/metaData not written once",
     )
-    # Empty hash partitions leave no file; the remaining parts are numbered in partition order, which
-    # is the same for any writer of this state.
+    # Empty hash partitions leave no file (or an empty one, left out above); the remaining parts
+    # are numbered in partition order, which is the same for any writer of this state.
     p = len(written)
     names = (
         [f"{snapshot.version:020d}.checkpoint.parquet"]
