@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -79,6 +81,23 @@ def _spark_only(spark, on: bool) -> None:
             spark.conf.set(key, "0")
         else:
             spark.conf.unset(key)
+
+
+BROADCAST_TAIL_CONF = "spark.deltaspark.replay.broadcastTailBytes"
+
+
+@contextlib.contextmanager
+def replay_plan(spark, plan: str) -> Iterator[str]:
+    """Replay small logs by one plan: `driver` (the default), or by Spark with the `broadcast` or
+    the `union` reconciliation plan (anything else: Spark's plan for a log without a checkpoint)."""
+    if plan != "driver":
+        spark.conf.set(DRIVER_REPLAY_CONF, "0")
+        spark.conf.set(BROADCAST_TAIL_CONF, str(1 << 40) if plan == "broadcast" else "0")
+    try:
+        yield plan
+    finally:
+        spark.conf.unset(BROADCAST_TAIL_CONF)
+        spark.conf.unset(DRIVER_REPLAY_CONF)
 
 
 @pytest.fixture

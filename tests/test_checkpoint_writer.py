@@ -33,7 +33,7 @@ from deltaspark.maintenance.checkpoint_writer import (
     write_checkpoint,
 )
 from deltaspark.spark_compat import is_connect
-from tests.conftest import DRIVER_REPLAY_CONF, REPO
+from tests.conftest import REPO, replay_plan
 from tests.log_builder import LogBuilder, add, commit_info, domain, dv, metadata, protocol, remove, txn
 from tests.reference_replay import dv_id, replay
 from tests.suites import in_this_suite
@@ -302,13 +302,8 @@ def multi_part_table(request, spark, log):
     log.commit(
         1, remove("f3", NOW), add("f3", dv=dv("dvA")), remove("f4", NOW), add("f4", dv=dv("dvB", offset=None))
     )
-    key = "spark.deltaspark.replay.broadcastTailBytes"
-    if request.param != "driver":
-        spark.conf.set(DRIVER_REPLAY_CONF, "0")
-        spark.conf.set(key, str(1 << 40) if request.param == "broadcast" else "0")
-    yield request.param
-    spark.conf.unset(key)
-    spark.conf.unset(DRIVER_REPLAY_CONF)
+    with replay_plan(spark, request.param):
+        yield request.param
 
 
 def _segment_action_bound(log: LogBuilder, checkpointed: bool) -> int:
@@ -391,16 +386,11 @@ def test_a_multi_part_layout_shuffles_the_state_once(spark, log, plan):
     if plan != "json-only":
         write_checkpoint(DeltaTable.forPath(spark, log.path).snapshot())
     log.commit(1, remove("f1", NOW), add("g"))
-    spark.conf.set(DRIVER_REPLAY_CONF, "0")
-    spark.conf.set("spark.deltaspark.replay.broadcastTailBytes", str(1 << 40) if plan == "broadcast" else "0")
-    try:
+    with replay_plan(spark, plan):
         snapshot = DeltaTable.forPath(spark, log.path).snapshot()
         plan_ = _plan(snapshot, 2, None)
         files = _file_actions(snapshot, plan_, _checkpointed_rows(snapshot, 4))
         text = _explain(_classic_layout(snapshot, files, 4, {"txn": 1, "domainMetadata": 1}))
-    finally:
-        spark.conf.unset(DRIVER_REPLAY_CONF)
-        spark.conf.unset("spark.deltaspark.replay.broadcastTailBytes")
     # One shuffle into the 4 parts: the union plan's window, or the layout after a broadcast plan
     # (whose ranked tail is shuffled by Spark's default partitioning).
     assert len(re.findall(r"hashpartitioning\(path_key#\d+, 4\), REPARTITION_BY_NUM", text)) == 1, text

@@ -9,7 +9,7 @@ import pytest
 from chispa import assert_df_equality
 
 from deltaspark import DeltaTable
-from tests.conftest import DRIVER_REPLAY_CONF
+from tests.conftest import DRIVER_REPLAY_CONF, replay_plan
 from tests.log_builder import add, commit_info, domain, dv, metadata, protocol, remove, txn
 
 NOW = int(time.time() * 1000)
@@ -50,13 +50,8 @@ def table(spark, log, **kw):
 def plan(request, spark):
     """Run a test under every replay plan of a small log (they must agree): on the driver, and by
     Spark jobs with either reconciliation plan."""
-    key = "spark.deltaspark.replay.broadcastTailBytes"
-    if request.param != "driver":
-        spark.conf.set(DRIVER_REPLAY_CONF, "0")
-        spark.conf.set(key, str(1 << 40) if request.param == "broadcast" else "0")
-    yield request.param
-    spark.conf.unset(key)
-    spark.conf.unset(DRIVER_REPLAY_CONF)
+    with replay_plan(spark, request.param):
+        yield request.param
 
 
 @pytest.mark.connect

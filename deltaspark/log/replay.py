@@ -59,6 +59,11 @@ def _version_from_name(name: Column) -> Column:
 CORRUPT_LINE = "_corrupt_line"
 
 
+def _file_action_line(value: Column) -> Column:
+    """A line that is a file action as every writer spells it (by its prefix, before any parsing)."""
+    return reduce(operator.or_, [value.startswith(p) for p in FILE_ACTION_PREFIXES])
+
+
 def _corruption_error(file: Column, line: Column) -> Column:
     return F.raise_error(
         F.concat(
@@ -99,7 +104,7 @@ def read_json_actions(
         if kinds is not None and "add" not in kinds and "remove" not in kinds:
             # Most lines of a big log are file actions, as every writer spells them; a prefix test
             # drops them before the key regex (they would be dropped by their key anyway).
-            lines = lines.where(~reduce(operator.or_, [value.startswith(p) for p in FILE_ACTION_PREFIXES]))
+            lines = lines.where(~_file_action_line(value))
         lines = lines.where(F.trim("value") != "")
         key = F.regexp_extract("value", ACTION_KEY, 1)
         if kinds is not None:
@@ -171,7 +176,7 @@ def count_actions_bound(
     if json:
         value = F.col("value")
         line = F.trim(value) != ""
-        other = line & ~reduce(operator.or_, [value.startswith(p) for p in FILE_ACTION_PREFIXES])
+        other = line & ~_file_action_line(value)
         key = F.regexp_extract(value, ACTION_KEY, 1)
         lines = read_paths(spark, spark.read.options(**_STRICT), "text", json)
         frames.append(

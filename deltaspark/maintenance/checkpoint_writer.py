@@ -291,15 +291,15 @@ def _size(snapshot: Snapshot) -> dict[str, int]:
     without a job. Otherwise counting exactly would be one more replay of the log, so the actions
     in the segment's files are counted instead, without parsing any (`count_actions_bound`).
     """
+    if snapshot._driver_replayed_rows is not None:
+        row = _checkpointed_rows(snapshot).agg(*_file_action_counts()).first()
+        exact = int(row["add"]) + int(row["remove"]) if row else 0
+        return {"file_actions": exact, "txn": 1, "domainMetadata": 1}  # small: no need to bound
     segment = snapshot.segment
     files: list[Any] = list(segment.tail_files)
     if segment.checkpoint is not None:
         files += segment.checkpoint.files
     files += snapshot._sidecars or []
-    if snapshot._driver_replayed_rows is not None:
-        row = _checkpointed_rows(snapshot).agg(*_file_action_counts()).first()
-        exact = int(row["add"]) + int(row["remove"]) if row else 0
-        return {"file_actions": exact, "txn": 1, "domainMetadata": 1}  # small: no need to bound
     bounds = count_actions_bound(snapshot._spark, files, ["txn", "domainMetadata"])
     return {**bounds, "file_actions": bounds["actions"]}
 
