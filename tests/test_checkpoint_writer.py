@@ -150,7 +150,11 @@ def test_classic_checkpoint_holds_exactly_the_reconciled_state(spark, mixed_tabl
     assert kinds["txn"] == [{"appId": "app", "version": 4, "lastUpdated": NOW}]
     assert [d["domain"] for d in kinds["domainMetadata"]] == ["user.keep"]  # removed domain dropped
     assert table.num_rows == 1 + 1 + 1 + 2 + 1 + 1
-    assert pq.ParquetFile(root / "_delta_log" / name).metadata.row_group(0).column(0).compression == "ZSTD"
+    footer = pq.ParquetFile(root / "_delta_log" / name).metadata
+    assert footer.row_group(0).column(0).compression == "ZSTD"
+    groups = [footer.row_group(g) for g in range(footer.num_row_groups)]
+    chunks = [group.column(c) for group in groups for c in range(footer.num_columns)]
+    assert not any(chunk.has_dictionary_page for chunk in chunks)  # mostly unique strings: plain encoded
 
     hint = _last_checkpoint(root)
     assert hint["version"] == 2 and hint["size"] == table.num_rows and hint["numOfAddFiles"] == 2
