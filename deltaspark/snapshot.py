@@ -220,15 +220,22 @@ class Snapshot:
         return self.segment.tail_bytes <= limit
 
     @cached_property
-    def _driver_replayed_rows(self) -> DataFrame | None:
-        """`_reconciled_file_rows` of a small log, replayed on the driver (`driver_replay`)."""
+    def _driver_file_state(self) -> driver_replay.FileState | None:
+        """The reconciled file actions of a small log, replayed on the driver (`driver_replay`)."""
         if self._sidecars:
             return None  # V2 checkpoints with sidecars are for big tables
         dvs = self.protocol.hasFeature("deletionVectors")
         state = driver_replay.file_state(self._spark, self._storage, self.segment, self.tableRoot, dvs)
+        if state is not None:
+            log.info("Replayed version %d on the driver: %d file actions", self.version, len(state.entries))
+        return state
+
+    @cached_property
+    def _driver_replayed_rows(self) -> DataFrame | None:
+        """`_reconciled_file_rows` of a small log, replayed on the driver (`driver_replay`)."""
+        state = self._driver_file_state
         if state is None:
             return None
-        log.info("Replayed version %d on the driver: %d file actions", self.version, len(state.entries))
         return driver_replay.reconciled_frame(self._spark, state, self._stats_schemas[0])
 
     def _reconciled_file_rows(self, partitions: int | None = None) -> DataFrame:
@@ -317,6 +324,14 @@ class Snapshot:
         """
         from deltaspark.read.scan import read_files
 
+        # A small unpartitioned table's live files are listed from the driver's state, without the
+        # file list's frame (a filter prunes in Spark; partition values are parsed, and a damaged
+        # one named eagerly, by the frame). The frame is built only if the read needs it after all.
+        simple = filter is None and not rowTracking and not self.metadata.partitionColumns
+        state = self._driver_file_state if simple else None
+        if state is not None:
+            listed = driver_replay.listed_adds(state)
+            return read_files(self, self.files, row_tracking=rowTracking, listed=listed)
         rows = read_files(self, self.files(filter), row_tracking=rowTracking)
         return rows if filter is None else rows.where(filter)
 

@@ -135,6 +135,44 @@ def test_the_driver_answer_is_the_spark_answer(spark, log):
         assert replayed and rows == spark_answer(spark, log.path, version)
 
 
+def test_listed_adds_are_the_rows_a_read_collects_from_the_frame(spark, log):
+    """`listed_adds` stands in for the read's collect of `files()`: the same rows, in the same
+    order, field for field (DV descriptors included)."""
+    log.commit(0, commit_info(), DVS, metadata(), add("a", dv=dv("DV1")), add("b%20c"), add("d", dv=dv("D1")))
+    log.commit(1, remove("a", 5, dv=dv("DV1")), add("a", dv=dv("DV2")), remove("d", 6, dv=dv("D1")), add("d"))
+    snap = DeltaTable.forPath(spark, log.path).snapshot()
+    collected = (
+        snap.files()
+        .select(
+            "path",
+            F.col("deletionVector").isNotNull().alias("hasDv"),
+            F.col("deletionVector.cardinality").alias("deleted"),
+            "deletionVector",
+        )
+        .collect()
+    )
+    listed = driver_replay.listed_adds(snap._driver_file_state)
+    assert [r.asDict(recursive=True) for r in listed] == [r.asDict(recursive=True) for r in collected]
+    assert {r["path"] for r in listed} == {"a", "b%20c", "d"} and sum(r["hasDv"] for r in listed) == 1
+
+
+def test_a_small_read_builds_the_file_list_frame_only_when_it_needs_it(spark, tmp_path):
+    from deltaspark import write
+
+    plain, partitioned = str(tmp_path / "plain"), str(tmp_path / "partitioned")
+    write(spark.range(10).selectExpr("id", "id % 2 as p"), plain)
+    write(spark.range(10).selectExpr("id", "id % 2 as p"), partitioned, partitionBy=["p"])
+    snap = DeltaTable.forPath(spark, plain).snapshot()
+    assert sorted(r["id"] for r in snap.toDF().collect()) == list(range(10))
+    assert "_driver_replayed_rows" not in vars(snap)  # listed from the driver's state alone
+    snap = DeltaTable.forPath(spark, partitioned).snapshot()
+    assert sorted((r["id"], r["p"]) for r in snap.toDF().collect()) == [(i, i % 2) for i in range(10)]
+    assert vars(snap)["_driver_replayed_rows"] is not None  # partition values are parsed by the frame
+    snap = DeltaTable.forPath(spark, plain).snapshot()
+    assert sorted(r["id"] for r in snap.toDF("id > 6").collect()) == [7, 8, 9]  # a filter prunes in Spark
+    assert vars(snap)["_driver_replayed_rows"] is not None
+
+
 def test_small_reads_run_no_replay_job(spark, tmp_path):
     from deltaspark import write
 

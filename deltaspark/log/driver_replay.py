@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DataType, LongType, StringType, StructField, StructType
 
@@ -220,6 +220,23 @@ def _parquet_rows(data: bytes) -> Iterator[tuple[Any, Any]]:
     """`(add, remove)` of each row of a parquet checkpoint part."""
     for row in parquet_actions(data, {"add": schemas.ADD, "remove": schemas.REMOVE}):
         yield row["add"], row["remove"]
+
+
+def listed_adds(state: FileState) -> list[Row]:
+    """The live files of `state` as a read collects them from `reconciled_frame` (`path`, `hasDv`,
+    `deleted`, `deletionVector`), without building the frame: the typed actions are what Spark's
+    `from_json` parses them to, so the rows are the same."""
+    dv_fields = schemas.ADD["deletionVector"].dataType.fieldNames()  # type: ignore[attr-defined]
+    listed = []
+    for _, is_add, _, _, action, _ in state.rows():
+        if not is_add:
+            continue
+        add = json.loads(action)  # type: ignore[arg-type]
+        dv = add.get("deletionVector")
+        descriptor = None if dv is None else Row(**{name: dv.get(name) for name in dv_fields})
+        deleted = None if dv is None else dv.get("cardinality")
+        listed.append(Row(path=add["path"], hasDv=dv is not None, deleted=deleted, deletionVector=descriptor))
+    return listed
 
 
 def reconciled_frame(spark: SparkSession, state: FileState, checkpoint_stats: DataType) -> DataFrame:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pyspark import cloudpickle
@@ -47,6 +48,14 @@ from deltaspark.log.replay import _STRICT
 from deltaspark.spark_compat import check_python_workers, conf_get, local_frame, read_paths, spark_version
 
 log = logging.getLogger(__name__)
+
+# A file list (rows shaped like `Snapshot.files()`), or what builds it when a read needs it.
+FileList = DataFrame | Callable[[], DataFrame]
+
+
+def _frame(files: FileList) -> DataFrame:
+    return files() if callable(files) else files
+
 
 # Executors decode deletion vectors with these functions; shipping them by value means the
 # cluster needs only pyarrow and pyroaring, not deltaspark itself.
@@ -137,7 +146,7 @@ def deletion_key(path_key: Column, dv_id: Column | None) -> Column:
 
 
 def deleted_rows(
-    snapshot: Any, dv_files: DataFrame, by_dv: bool = False, listed: list[Any] | None = None
+    snapshot: Any, dv_files: FileList, by_dv: bool = False, listed: list[Any] | None = None
 ) -> DataFrame:
     """`(key, row_index)` for every row deleted by the DVs of `dv_files` (rows of `files()`),
     decoded on the executors; `key` is `deletion_key(...)`. DV files are read with Spark's
@@ -154,11 +163,11 @@ def deleted_rows(
         on_driver = _deleted_rows_on_driver(snapshot, local, by_dv)
         if on_driver is not None:
             return on_driver
-        schema = dv_files.select("path", "deletionVector").schema.add("location", "string")
+        schema = _frame(dv_files).select("path", "deletionVector").schema.add("location", "string")
         dv_files = spark.createDataFrame(local, schema)
     dv = F.col("deletionVector")
     path_key = canonical_path(F.col("path"), root)
-    descriptors = dv_files.select(
+    descriptors = _frame(dv_files).select(
         deletion_key(path_key, dv_unique_id(dv) if by_dv else None).alias("key"),
         path_key.alias("file"),
         dv.getField("storageType").alias("storageType"),
@@ -294,19 +303,22 @@ def _dv_location(row: Any, root: str) -> str:
 
 def read_files(
     snapshot: Any,
-    files: DataFrame,
+    files: FileList,
     row_tracking: bool = False,
     extra: list[StructField] | None = None,
     carry: list[str] | None = None,
     apply_deletion_vectors: bool = True,
     keep_row_index: bool = False,
+    listed: list[Any] | None = None,
 ) -> DataFrame:
     """Rows of `files` (shaped like `Snapshot.files()`), in the table's logical schema.
 
     `extra` physical columns (e.g. `_change_type` of CDC files) are read and passed through;
     `carry` names columns of `files` copied onto each of the file's rows. `files` may list a path
     more than once (with different DVs or carried values): each listing yields its own rows.
-    `keep_row_index` adds `_row_index`, each row's position in its file.
+    `keep_row_index` adds `_row_index`, each row's position in its file. `listed`: the rows the
+    read would collect from `files` (`path`, `hasDv`, `deleted`, `deletionVector`), when the
+    driver holds them already; `files` is then built only if the read needs it.
     """
     reader = TableReader(snapshot)
     extra, carry = extra or [], carry or []
@@ -314,7 +326,8 @@ def read_files(
         raise InvalidArgumentError(
             f"Row tracking is not enabled on {snapshot.tableRoot} (delta.enableRowTracking is not true)"
         )
-    output = _output_schema(reader, row_tracking, extra, [files.schema[c] for c in carry], keep_row_index)
+    carried = [_frame(files).schema[c] for c in carry]
+    output = _output_schema(reader, row_tracking, extra, carried, keep_row_index)
     limit = int(conf_get(snapshot._spark, MAX_DRIVER_FILES_CONF, str(DEFAULT_MAX_DRIVER_FILES)))
     if spark_version(snapshot._spark) < (4, 0) and has_type_changes(reader.logical_schema):
         # Spark 3.5's parquet reader cannot read a file written before a widening as the wider type
@@ -323,17 +336,19 @@ def read_files(
             "Reading a type-widened table on Spark %s with the executor-side reader", snapshot._spark.version
         )
         limit = 0
-    # One job: the paths Spark's scan needs (at most `limit` + 1 of them reach the driver).
-    listed = (
-        files.select(
-            "path",
-            F.col("deletionVector").isNotNull().alias("hasDv"),
-            F.col("deletionVector.cardinality").alias("deleted"),
-            "deletionVector",  # the descriptors, so that the deleted rows need no second replay
+    if listed is None:
+        # One job: the paths Spark's scan needs (at most `limit` + 1 of them reach the driver).
+        listed = (
+            _frame(files)
+            .select(
+                "path",
+                F.col("deletionVector").isNotNull().alias("hasDv"),
+                F.col("deletionVector.cardinality").alias("deleted"),
+                "deletionVector",  # the descriptors, so that the deleted rows need no second replay
+            )
+            .limit(limit + 1)
+            .collect()
         )
-        .limit(limit + 1)
-        .collect()
-    )
     if not listed:
         return snapshot._spark.createDataFrame([], output)
     if len(listed) > limit:
@@ -345,7 +360,7 @@ def read_files(
         return read_distributed(
             snapshot,
             reader,
-            files,
+            _frame(files),
             row_tracking,
             extra,
             carry,
@@ -396,7 +411,7 @@ def _output_schema(
 def _read_native(
     snapshot: Any,
     reader: TableReader,
-    files: DataFrame,
+    files: FileList,
     listed: list[Any],
     row_tracking: bool,
     keep_row_index: bool,
@@ -443,7 +458,7 @@ def _read_native(
     joined = bool(reader.partition_fields) or row_tracking or bool(carry) or (has_dvs and repeated)
     if joined:
         dv_id = dv_unique_id(F.col("deletionVector")) if has_dvs else F.lit("")
-        entries = files.select(
+        entries = _frame(files).select(
             canonical_path(F.col("path"), root).alias("_file_key"),
             dv_id.alias("_dv_id"),
             F.col("partitionValues_parsed").alias("_partition"),
@@ -457,7 +472,10 @@ def _read_native(
     if has_dvs:
         by_dv = joined and repeated
         deleted = deleted_rows(
-            snapshot, files.where(F.col("deletionVector").isNotNull()), by_dv=by_dv, listed=with_dv
+            snapshot,
+            lambda: _frame(files).where(F.col("deletionVector").isNotNull()),
+            by_dv=by_dv,
+            listed=with_dv,
         )
         broadcast_limit = int(
             conf_get(spark, BROADCAST_DELETED_ROWS_CONF, str(DEFAULT_BROADCAST_DELETED_ROWS))
