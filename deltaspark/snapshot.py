@@ -331,7 +331,7 @@ class Snapshot:
         state = self._driver_file_state if simple else None
         if state is not None:
             listed = driver_replay.listed_adds(state)
-            return read_files(self, self.files, row_tracking=rowTracking, listed=listed)
+            return read_files(self, self.files, listed=listed)  # `simple`: no row tracking
         rows = read_files(self, self.files(filter), row_tracking=rowTracking)
         return rows if filter is None else rows.where(filter)
 
