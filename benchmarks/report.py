@@ -54,6 +54,12 @@ LABELS = {
 }
 
 
+SPECIAL_LABELS = {
+    "floor": "pyarrow decode of the log",
+    "spark": "Spark alone: read, newest per file, count (no deltaspark)",
+}
+
+
 def rows(scale: dict[str, Any]) -> list[str]:
     runs = scale["runs"]
     table = scale["table"]
@@ -68,7 +74,7 @@ def rows(scale: dict[str, Any]) -> list[str]:
         engine, op = run["engine"], run["op"]
         median = _median(run)
         vs_rs = vs_floor = "—"
-        if engine == "deltaspark" and op in ("replay", "checkpoint"):
+        if engine in ("deltaspark", "spark") and op in ("replay", "checkpoint"):
             vs_rs = _ratio(median, _median(_find(runs, "delta-rs", op)))
         if op == "replay" and engine != "floor":
             vs_floor = _ratio(median, _median(_find(runs, "floor", "replay")))
@@ -77,7 +83,7 @@ def rows(scale: dict[str, Any]) -> list[str]:
             status = f" ({run['status']} after {run['process_seconds']:.0f} s)"
         if run.get("files_match") is False:
             status += " (WRONG file count)"
-        label = "pyarrow decode of the log" if engine == "floor" else LABELS[op]
+        label = SPECIAL_LABELS.get(engine) or LABELS[op]
         out.append(
             f"| {_files(table['live_files'])} | {source} | {engine} | {label}{status} | {_seconds(median)} "
             f"| {_cold(run)} | {_gib(run.get('peak_tree_rss'))} | {_gib(run.get('jvm_heap_peak'))} "

@@ -1,8 +1,10 @@
 """The runner: one generated table per scale, every engine measured on it, each in its own process.
 
 For each scale it generates the table (under `--workdir`, deleted afterwards unless `--keep`), then
-runs, one process each: the pyarrow decode floor, delta-rs (load + file list, `create_checkpoint`)
-and deltaspark (replay to a file count, `toDF` planning, `checkpoint()`), each with one cold run
+runs, one process each: the pyarrow decode floor, Spark alone (the same log read and reduced to the
+newest action per file with plain Spark, `worker_spark`: what any Spark replay must pay), delta-rs
+(load + file list, `create_checkpoint`) and deltaspark (replay to a file count, `toDF` planning,
+`checkpoint()`), each with one cold run
 and `--repeat` warm runs. It checks every engine found the generated file count, prints a markdown
 table (median warm seconds, cold seconds, peak memory, ratios to delta-rs and to the floor), and
 writes every figure to `--out` as JSON.
@@ -55,6 +57,7 @@ SCALES = {
 # (engine, operation) in the order they run; checkpoints last (each run's files are removed again).
 RUNS = [
     ("floor", "replay"),
+    ("spark", "replay"),
     ("delta-rs", "replay"),
     ("deltaspark", "replay"),
     ("deltaspark", "todf"),
@@ -63,6 +66,7 @@ RUNS = [
 ]
 WORKERS = {
     "floor": "benchmarks.worker_floor",
+    "spark": "benchmarks.worker_spark",
     "delta-rs": "benchmarks.worker_deltars",
     "deltaspark": "benchmarks.worker_deltaspark",
 }
@@ -109,6 +113,8 @@ def worker_command(engine: str, op: str, table: str, scale: Scale, args: argpars
     cmd = [sys.executable, "-m", WORKERS[engine], "--table", table, "--repeat", str(scale.repeat)]
     if engine != "floor":
         cmd += ["--op", op]
+    if engine == "spark":
+        cmd += ["--driver-memory", scale.driver_memory]
     if engine == "deltaspark":
         cmd += ["--driver-memory", scale.driver_memory]
         for conf in args.conf:
@@ -206,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, help="warm runs (overrides the scale's)")
     parser.add_argument("--driver-memory", help="spark.driver.memory (overrides the scale's)")
-    parser.add_argument("--engines", default="floor,delta-rs,deltaspark")
+    parser.add_argument("--engines", default="floor,spark,delta-rs,deltaspark")
     parser.add_argument("--ops", default="replay,todf,checkpoint")
     parser.add_argument("--skip", action="append", default=[], help="ENGINE:OP to leave out (repeatable)")
     parser.add_argument("--conf", action="append", default=[], help="extra Spark conf k=v for deltaspark")

@@ -10,8 +10,10 @@ of `plain`, `after_commit` appends one row and reads again (only the read is tim
 times: a notebook that writes and reads; the copy reaches version 10, where the append writes a
 checkpoint, so one of these reads starts from a new checkpoint. delta-rs
 (`DeltaTable(path).to_pyarrow_table().num_rows`) runs the same reads, cold and warm, in a process of
-its own (deltalake 1.6.6 reads no deletion vectors: `dv` is reported as not supported). Every count
-is checked against the rows written.
+its own (deltalake 1.6.6 reads no deletion vectors: `dv` is reported as not supported). And `spark`,
+the floor of any Spark reader: plain Spark reading the same table's data files with no log at all
+(`spark.read.parquet(*files).count()`, deletion vectors not applied), cold and warm, in a new
+session. Every count is checked against the rows written (the rows in the files, for `spark`).
 
     python -m benchmarks.small --repeat 7 --out benchmarks/results/small.json
 """
@@ -36,6 +38,7 @@ from benchmarks.procmon import emit, run_monitored
 TABLES = {"plain": 10, "partitioned": 10, "dv": 9}  # rows each table reads
 AFTER_COMMIT = "plain-commits"  # a copy of `plain` that the after-commit reads append to
 COMMITS = 5
+WRITTEN_ROWS = 2 * COMMITS  # rows in each table's data files (the DELETE of `dv` writes a vector)
 
 
 def _session() -> Any:
@@ -107,6 +110,40 @@ def _deltaspark(table: str, expected: int, repeat: int, warmup: int, after_commi
     return result
 
 
+def data_files(table: str) -> list[str]:
+    """The table's parquet data files, found without its log (every file is live: appends only)."""
+    root = Path(table)
+    return sorted(str(p) for p in root.rglob("*.parquet") if "_delta_log" not in p.relative_to(root).parts)
+
+
+def _spark(table: str, repeat: int, warmup: int) -> dict[str, Any]:
+    """Plain Spark, no Delta: the same data files read by path, the first query of a new session."""
+    started = time.perf_counter()
+    spark = _session()
+    session = time.perf_counter() - started
+    files = data_files(table)
+    expected = WRITTEN_ROWS
+
+    def read() -> float:
+        start = time.perf_counter()
+        count = spark.read.parquet(*files).count()
+        seconds = time.perf_counter() - start
+        if count != expected:
+            raise AssertionError(f"{table}: Spark counted {count} rows in its files, expected {expected}")
+        return seconds
+
+    cold = read()
+    for _ in range(warmup):
+        read()
+    warm = [read() for _ in range(repeat)]
+    return {
+        "session": round(session, 3),
+        "cold": round(cold, 3),
+        "warm": [round(s, 4) for s in warm],
+        "median": round(statistics.median(warm), 4) if warm else None,
+    }
+
+
 def _deltars(table: str, expected: int, repeat: int) -> dict[str, Any]:
     from deltalake import DeltaTable
 
@@ -134,6 +171,8 @@ def _worker(args: argparse.Namespace) -> None:
     try:
         if args.worker == "deltaspark":
             result = _deltaspark(args.table, args.expected, args.repeat, args.warmup, args.after_commit)
+        elif args.worker == "spark":
+            result = _spark(args.table, args.repeat, args.warmup)
         else:
             result = _deltars(args.table, args.expected, args.repeat)
         result["status"] = "ok"
@@ -150,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--out", default=None)
-    parser.add_argument("--worker", choices=["setup", "deltaspark", "deltars"], help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--worker", choices=["setup", "deltaspark", "deltars", "spark"], help=argparse.SUPPRESS
+    )
     parser.add_argument("--table", help=argparse.SUPPRESS)
     parser.add_argument("--expected", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--after-commit", action="store_true", help=argparse.SUPPRESS)
@@ -174,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": {},
     }
     failed = False
-    runs = [(engine, name) for name in TABLES for engine in ("deltaspark", "deltars")]
+    runs = [(engine, name) for name in TABLES for engine in ("deltaspark", "deltars", "spark")]
     for engine, name in [*runs, ("deltaspark", AFTER_COMMIT)]:
         rows = TABLES.get(name, TABLES["plain"])
         cmd = [*me, "--worker", engine, "--table", str(workdir / name), "--expected", str(rows)]

@@ -22,17 +22,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 deltalake = pytest.importorskip("deltalake")
 
+SPECS = [
+    LogSpec(files=240, commits=4, partitions=7, dv_fraction=0.1),
+    LogSpec(files=260, commits=5, partitions=0, dv_fraction=0.1, checkpoint=True, tail_files_per_commit=12),
+]
 
-@pytest.mark.parametrize(
-    "spec",
-    [
-        LogSpec(files=240, commits=4, partitions=7, dv_fraction=0.1),
-        LogSpec(
-            files=260, commits=5, partitions=0, dv_fraction=0.1, checkpoint=True, tail_files_per_commit=12
-        ),
-    ],
-    ids=["json-only", "checkpoint-and-tail"],
-)
+
+@pytest.mark.parametrize("spec", SPECS, ids=["json-only", "checkpoint-and-tail"])
 def test_generated_logs_read_the_same_in_both_engines(spark, tmp_path, spec):
     table = generate(tmp_path / "table", spec)
     snapshot = DeltaTable.forPath(spark, table.path).snapshot()
@@ -45,6 +41,16 @@ def test_generated_logs_read_the_same_in_both_engines(spark, tmp_path, spec):
     assert snapshot.tombstones().count() > 0
     rs_paths = sorted(str(p) for p in _column(rs.get_add_actions(), "path"))
     assert sorted(r["path"] for r in files.select("path").collect()) == rs_paths
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=["json-only", "checkpoint-and-tail"])
+def test_spark_alone_finds_the_live_files_the_generator_wrote(spark, tmp_path, spec):
+    """The `spark` engine's plain-Spark replay (aggregation, or broadcast anti-join on a checkpoint)."""
+    from benchmarks.worker_spark import replay_run
+
+    table = generate(tmp_path / "table", spec)
+    _, facts = replay_run(spark, table.path)
+    assert facts == {"files": table.live_files, "version": table.version}
 
 
 def _column(table, name: str) -> list:
@@ -83,13 +89,14 @@ def test_runner_smoke(tmp_path):
     runs = {(r["engine"], r["op"]): r for r in scale["runs"]}
     assert set(runs) == {
         ("floor", "replay"),
+        ("spark", "replay"),
         ("delta-rs", "replay"),
         ("deltaspark", "replay"),
         ("deltaspark", "todf"),
         ("delta-rs", "checkpoint"),
     }
     assert all(r["status"] == "ok" for r in runs.values()), runs
-    assert runs["delta-rs", "replay"]["files_match"] and runs["deltaspark", "replay"]["files_match"]
+    assert all(runs[engine, "replay"]["files_match"] for engine in ("spark", "delta-rs", "deltaspark"))
     assert all(r["cold"]["total"] > 0 and r["peak_tree_rss"] > 0 for r in runs.values())
     assert runs["delta-rs", "checkpoint"]["facts"]["written"]  # it wrote a checkpoint, then undid it
     assert "| deltaspark | snapshot replay" in done.stdout
@@ -128,7 +135,7 @@ def test_iceberg_runner_smoke(tmp_path):
     assert not (tmp_path / "work" / "iceberg-smoke-v2").exists()
 
 
-@pytest.mark.one_suite("4.x")  # five processes with a Spark session each: about a minute
+@pytest.mark.one_suite("4.x")  # eight processes with a Spark session each: about two minutes
 def test_small_tables_runner_smoke(tmp_path):
     out = tmp_path / "results.json"
     command = [sys.executable, "-m", "benchmarks.small", "--repeat", "1", "--warmup", "0"]
@@ -138,7 +145,7 @@ def test_small_tables_runner_smoke(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     runs = json.loads(out.read_text())["runs"]
     assert set(runs) == {
-        f"{e}/{t}" for e in ("deltaspark", "deltars") for t in ("plain", "partitioned", "dv")
+        f"{e}/{t}" for e in ("deltaspark", "deltars", "spark") for t in ("plain", "partitioned", "dv")
     } | {"deltaspark/plain-commits"}
     assert all(r["status"] == "ok" for k, r in runs.items() if k != "deltars/dv"), runs
     assert runs["deltars/dv"]["status"] in ("ok", "not supported")  # deltalake 1.6.6 reads no DVs

@@ -155,6 +155,84 @@ def test_checkpoint_plus_tail(spark, log, plan):
     assert tombs(snap) == [("p1", None)]
 
 
+def test_checkpoint_paths_are_matched_to_the_tail_in_any_spelling(spark, log, plan):
+    """The broadcast plan joins the checkpoint's rows on `paths.join_key`, not on the canonical
+    path: every spelling of one file must still meet, and different files must not."""
+    root = log.root.resolve()
+    checkpointed = [
+        add("a.parquet"),
+        add("x%20y.parquet"),
+        add(f"file:{root}/b.parquet"),
+        add(f"{root}/c.parquet"),
+        add("d:e.parquet"),  # a scheme-like first segment: an absolute URI, not under the root
+        add("dir/a:b.parquet"),
+        add("keep.parquet"),
+        add("dir/%2Fk.parquet"),  # an escaped slash: `dir//k.parquet` once decoded
+        add(f"file:{root}/dir/plain.parquet"),
+    ]
+    log.commit(0, protocol(), metadata(), *checkpointed)
+    log.classic_checkpoint(0, [protocol(), metadata(), *checkpointed])
+    log.commit(
+        1,
+        remove(f"file://{root}/a.parquet", NOW),
+        remove("x y.parquet", NOW),
+        remove("b.parquet", NOW),
+        remove(f"file:{root}/c.parquet", NOW),
+        remove("d:e.parquet", NOW),
+        remove(f"{root}/dir/a:b.parquet", NOW),
+        remove(f"file:{root}/dir//k.parquet", NOW),
+        remove("/dir/plain.parquet", NOW),  # rooted at `/`, not under the table: another file
+    )
+    snap = table(spark, log)
+    assert snap.segment.checkpoint.version == 0
+    assert live(snap) == [(f"file:{root}/dir/plain.parquet", None), ("keep.parquet", None)]
+
+
+@pytest.mark.parametrize("root", ["file:/data/t", "s3a://b/w/t+(1)$^.*\\E[x]", "/plain/t", "relative/t"])
+def test_join_key_is_equal_exactly_when_canonical_paths_are(spark, root):
+    from pyspark.sql import functions as F
+
+    from deltaspark.log.paths import canonical_path, join_key, join_key_of_canonical, normalize_root
+
+    base = normalize_root(root)
+    paths = [
+        "a.parquet",
+        "p=x%20y/a.parquet",
+        "p=x y/a.parquet",
+        "a+b.parquet",
+        "a%2Bb.parquet",
+        f"{base}/a.parquet",
+        f"{base}//a.parquet",
+        f"{base}/p=x y/a.parquet",
+        "/a.parquet",
+        "//a.parquet",
+        f"{base}/s3a:/a.parquet",
+        "s3a:/a.parquet",
+        "dir/a:b.parquet",
+        "dir%2Fa:b.parquet",
+        "C:x.parquet",
+        "file:/data/t/a.parquet",
+        "file:///data/t/a.parquet",
+        "file://localhost/data/t/q.parquet",
+        "file:/data/t/q.parquet",
+        "/data/t/a.parquet",
+        "",
+    ]
+    frame = spark.createDataFrame([(p,) for p in paths], "path string")
+    rows = frame.select(
+        "path",
+        canonical_path(F.col("path"), root).alias("canonical"),
+        join_key(F.col("path"), root).alias("key"),
+        join_key_of_canonical(canonical_path(F.col("path"), root), root).alias("key_of_canonical"),
+    ).collect()
+    for r in rows:
+        assert r["key"] == r["key_of_canonical"], r
+    for r in rows:
+        for q in rows:
+            assert (r["key"] == q["key"]) == (r["canonical"] == q["canonical"]), (r, q)
+    assert len({r["canonical"] for r in rows}) > 10  # the spellings do not all collapse
+
+
 def test_checkpoint_plus_tail_with_deletion_vectors(spark, log, plan):
     log.commit(0, DV_PROTOCOL, metadata(), add("f"), add("g"))
     log.commit(1, remove("f", NOW), add("f", dv=dv("D1")))

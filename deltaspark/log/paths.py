@@ -48,6 +48,44 @@ def canonical_path(path: Column, table_root: str) -> Column:
     )
 
 
+def _java_quoted(text: str) -> str:
+    """`text` as a literal inside a Java regular expression (`Pattern.quote`)."""
+    return "\\Q" + text.replace("\\E", "\\E\\\\E\\Q") + "\\E"
+
+
+def _absolute_looking(text: str) -> bool:
+    return text.startswith("/") or re.match(_SCHEME_RE, text) is not None
+
+
+def join_key_of_canonical(canonical: Column, table_root: str) -> Column:
+    """The key `join_key` gives a path, from its `canonical_path`: the canonical path with the table
+    root and `/` stripped, unless what remains could be read as an absolute path (a leading `/` or
+    a scheme). Every canonical path is absolute and a stripped one is not, so two keys are equal
+    exactly when the canonical paths are. Under a root that is not absolute (never the case for a
+    resolved table) the key is the canonical path itself."""
+    root = normalize_root(table_root)
+    if not _absolute_looking(root):
+        return canonical
+    not_absolute = r"(?![a-zA-Z][a-zA-Z0-9+.-]*:|/)"
+    return F.regexp_replace(canonical, "^" + _java_quoted(root + "/") + not_absolute, "")
+
+
+def join_key(path: Column, table_root: str) -> Column:
+    """A key of a logged path, equal for two paths exactly when their `canonical_path`s are, and
+    much cheaper to compute: a key to join on.
+
+    A plain relative path (no escape, no `:`, not rooted at `/`), as writers log nearly every
+    path, is its own key, and no string is built: building the canonical path of every row is a
+    quarter of a big checkpoint's replay. Any other path is keyed by `join_key_of_canonical`, which
+    gives a plain relative path that same key.
+    """
+    keyed = join_key_of_canonical(canonical_path(path, table_root), table_root)
+    if not _absolute_looking(normalize_root(table_root)):
+        return keyed
+    plain = ~path.contains("%") & ~path.contains(":") & ~path.startswith("/")
+    return F.when(plain, path).otherwise(keyed)
+
+
 _ESCAPE_RUN = re.compile(r"(?:%[0-9a-fA-F]{2})+")
 
 

@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from deltaspark.features.deletion_vectors import dv_unique_id
-from deltaspark.log.paths import canonical_path
+from deltaspark.log.paths import canonical_path, join_key, join_key_of_canonical
 from deltaspark.log.replay import keep_actions
 from deltaspark.spark_errors import CORRUPT_LOG, own_error
 
@@ -37,7 +37,7 @@ def file_action_rows(
     protocol does not support them) a file action that carries one is a damaged log."""
     files = keep_actions(actions, F.col("add").isNotNull() | F.col("remove").isNotNull())
     has_add = F.col("add").isNotNull()
-    path = F.when(has_add, F.col("add.path")).otherwise(F.col("remove.path"))
+    path = _logged_path()
     dv = F.when(has_add, F.col("add.deletionVector")).otherwise(F.col("remove.deletionVector"))
     # A damaged file action fails the query naming its log file; it is never counted. The checks
     # live in `is_add`, which every plan evaluates, and not around `path_key`: Spark does not
@@ -71,6 +71,11 @@ def file_action_rows(
         "remove",
         *(extra or []),
     )
+
+
+def _logged_path() -> Column:
+    """The path of a file action row, as logged."""
+    return F.when(F.col("add").isNotNull(), F.col("add.path")).otherwise(F.col("remove.path"))
 
 
 def newest_per_file(
@@ -116,12 +121,16 @@ def reconcile_files(
     broadcast_tail: bool,
     deletion_vectors: bool = True,
     partitions: int | None = None,
+    table_root: str | None = None,
 ) -> DataFrame:
     """The reconciled file actions (adds and removes) of a snapshot, one row per logical file.
 
     `deletion_vectors=False` (the table's protocol does not support them, so every `dv_id` is
     empty) lets the ranking skip the one-add-per-path window. `partitions`: the union plan's
     shuffle count (`newest_per_file`); the other plans do not shuffle the whole state.
+    `table_root`: the broadcast plan's anti-join then keys the checkpoint's rows by
+    `paths.join_key` of their logged path, equal exactly when `path_key`s are but not built for
+    plain relative paths; `path_key` is then computed only where a consumer reads it.
     """
     if checkpoint_rows is None and tail_rows is None:
         raise ValueError("nothing to reconcile")
@@ -135,15 +144,20 @@ def reconcile_files(
     # One broadcast of the ranked tail's keys drops every checkpoint row the tail supersedes: the
     # same key (any action), or - for adds - a path the tail still adds. The ranked tail is then
     # evaluated twice (this broadcast and the union), not once per filter.
+    if table_root is None:
+        tail_key, checkpoint_key = F.col("path_key"), F.col("path_key")
+    else:
+        tail_key = join_key_of_canonical(F.col("path_key"), table_root)
+        checkpoint_key = join_key(_logged_path(), table_root)
     tail_keys = F.broadcast(
-        tail.select(
-            F.col("path_key").alias("_t_path"), F.col("dv_id").alias("_t_dv"), F.col("is_add").alias("_t_add")
-        )
+        tail.select(tail_key.alias("_t_path"), F.col("dv_id").alias("_t_dv"), F.col("is_add").alias("_t_add"))
     )
-    superseded = (F.col("path_key") == F.col("_t_path")) & (
+    superseded = (F.col("_join_key") == F.col("_t_path")) & (
         F.col("dv_id").eqNullSafe(F.col("_t_dv")) | (F.col("is_add") & F.col("_t_add"))
     )
-    survivors = checkpoint_rows.join(tail_keys, superseded, "left_anti")
+    # The key is a column of its own so that Spark computes it once per row, in a projection.
+    keyed = checkpoint_rows.withColumn("_join_key", checkpoint_key)
+    survivors = keyed.join(tail_keys, superseded, "left_anti").drop("_join_key")
     return survivors.unionByName(tail)
 
 
