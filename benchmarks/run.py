@@ -113,10 +113,9 @@ def worker_command(engine: str, op: str, table: str, scale: Scale, args: argpars
     cmd = [sys.executable, "-m", WORKERS[engine], "--table", table, "--repeat", str(scale.repeat)]
     if engine != "floor":
         cmd += ["--op", op]
-    if engine == "spark":
+    if engine in ("spark", "deltaspark"):
         cmd += ["--driver-memory", scale.driver_memory]
     if engine == "deltaspark":
-        cmd += ["--driver-memory", scale.driver_memory]
         for conf in args.conf:
             cmd += ["--conf", conf]
         if args.event_log:

@@ -12,8 +12,6 @@ The first run of the session is its cold run (JIT, class loading, code generatio
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 from typing import Any
 
@@ -72,7 +70,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--driver-memory", default="8g")
     args = parser.parse_args(argv)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     started = time.perf_counter()
     spark = start_session(args.driver_memory, [], None)
     result: dict[str, Any] = {

@@ -269,7 +269,8 @@ class Snapshot:
             self.segment.tail_bytes,
             "broadcast" if broadcast and checkpoint_rows is not None and tail_rows is not None else "union",
         )
-        return reconcile_files(checkpoint_rows, tail_rows, broadcast, dvs, partitions, self.tableRoot)
+        root = self.tableRoot
+        return reconcile_files(checkpoint_rows, tail_rows, broadcast, dvs, partitions, table_root=root)
 
     # ---- the state, as DataFrames ----------------------------------------------------------------
     def fileActions(self) -> DataFrame:

@@ -53,8 +53,11 @@ def _java_quoted(text: str) -> str:
     return "\\Q" + text.replace("\\E", "\\E\\\\E\\Q") + "\\E"
 
 
-def _absolute_looking(text: str) -> bool:
-    return text.startswith("/") or re.match(_SCHEME_RE, text) is not None
+def _absolute_root(table_root: str) -> str | None:
+    """The table root in canonical form when it is absolute (a leading `/` or a scheme), as every
+    resolved table's is; else None."""
+    root = normalize_root(table_root)
+    return root if root.startswith("/") or re.match(_SCHEME_RE, root) else None
 
 
 def join_key_of_canonical(canonical: Column, table_root: str) -> Column:
@@ -63,8 +66,8 @@ def join_key_of_canonical(canonical: Column, table_root: str) -> Column:
     a scheme). Every canonical path is absolute and a stripped one is not, so two keys are equal
     exactly when the canonical paths are. Under a root that is not absolute (never the case for a
     resolved table) the key is the canonical path itself."""
-    root = normalize_root(table_root)
-    if not _absolute_looking(root):
+    root = _absolute_root(table_root)
+    if root is None:
         return canonical
     not_absolute = r"(?![a-zA-Z][a-zA-Z0-9+.-]*:|/)"
     return F.regexp_replace(canonical, "^" + _java_quoted(root + "/") + not_absolute, "")
@@ -80,7 +83,7 @@ def join_key(path: Column, table_root: str) -> Column:
     gives a plain relative path that same key.
     """
     keyed = join_key_of_canonical(canonical_path(path, table_root), table_root)
-    if not _absolute_looking(normalize_root(table_root)):
+    if _absolute_root(table_root) is None:
         return keyed
     plain = ~path.contains("%") & ~path.contains(":") & ~path.startswith("/")
     return F.when(plain, path).otherwise(keyed)

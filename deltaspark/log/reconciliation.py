@@ -121,16 +121,17 @@ def reconcile_files(
     broadcast_tail: bool,
     deletion_vectors: bool = True,
     partitions: int | None = None,
-    table_root: str | None = None,
+    *,
+    table_root: str,
 ) -> DataFrame:
     """The reconciled file actions (adds and removes) of a snapshot, one row per logical file.
 
     `deletion_vectors=False` (the table's protocol does not support them, so every `dv_id` is
     empty) lets the ranking skip the one-add-per-path window. `partitions`: the union plan's
     shuffle count (`newest_per_file`); the other plans do not shuffle the whole state.
-    `table_root`: the broadcast plan's anti-join then keys the checkpoint's rows by
-    `paths.join_key` of their logged path, equal exactly when `path_key`s are but not built for
-    plain relative paths; `path_key` is then computed only where a consumer reads it.
+    `table_root`: the broadcast plan's anti-join keys the checkpoint's rows by `paths.join_key` of
+    their logged path, equal exactly when `path_key`s are but not built for plain relative paths;
+    `path_key` is then computed only where a consumer reads it.
     """
     if checkpoint_rows is None and tail_rows is None:
         raise ValueError("nothing to reconcile")
@@ -144,11 +145,7 @@ def reconcile_files(
     # One broadcast of the ranked tail's keys drops every checkpoint row the tail supersedes: the
     # same key (any action), or - for adds - a path the tail still adds. The ranked tail is then
     # evaluated twice (this broadcast and the union), not once per filter.
-    if table_root is None:
-        tail_key, checkpoint_key = F.col("path_key"), F.col("path_key")
-    else:
-        tail_key = join_key_of_canonical(F.col("path_key"), table_root)
-        checkpoint_key = join_key(_logged_path(), table_root)
+    tail_key = join_key_of_canonical(F.col("path_key"), table_root)
     tail_keys = F.broadcast(
         tail.select(tail_key.alias("_t_path"), F.col("dv_id").alias("_t_dv"), F.col("is_add").alias("_t_add"))
     )
@@ -156,7 +153,7 @@ def reconcile_files(
         F.col("dv_id").eqNullSafe(F.col("_t_dv")) | (F.col("is_add") & F.col("_t_add"))
     )
     # The key is a column of its own so that Spark computes it once per row, in a projection.
-    keyed = checkpoint_rows.withColumn("_join_key", checkpoint_key)
+    keyed = checkpoint_rows.withColumn("_join_key", join_key(_logged_path(), table_root))
     survivors = keyed.join(tail_keys, superseded, "left_anti").drop("_join_key")
     return survivors.unionByName(tail)
 
