@@ -169,6 +169,9 @@ def test_checkpoint_paths_are_matched_to_the_tail_in_any_spelling(spark, log, pl
         add("keep.parquet"),
         add("dir/%2Fk.parquet"),  # an escaped slash: `dir//k.parquet` once decoded
         add(f"file:{root}/dir/plain.parquet"),
+        add("gs://g/x.parquet"),  # a URI in another scheme, taken as logged
+        add("p%3Aq.parquet"),  # an escaped colon: the absolute URI `p:q.parquet` once decoded
+        add("x%2525y.parquet"),  # `x%25y.parquet` once decoded: not the tail's `x%y.parquet`
     ]
     log.commit(0, protocol(), metadata(), *checkpointed)
     log.classic_checkpoint(0, [protocol(), metadata(), *checkpointed])
@@ -182,10 +185,17 @@ def test_checkpoint_paths_are_matched_to_the_tail_in_any_spelling(spark, log, pl
         remove(f"{root}/dir/a:b.parquet", NOW),
         remove(f"file:{root}/dir//k.parquet", NOW),
         remove("/dir/plain.parquet", NOW),  # rooted at `/`, not under the table: another file
+        remove("gs://g/%78.parquet", NOW),
+        remove("p:q.parquet", NOW),
+        remove("x%25y.parquet", NOW),
     )
     snap = table(spark, log)
     assert snap.segment.checkpoint.version == 0
-    assert live(snap) == [(f"file:{root}/dir/plain.parquet", None), ("keep.parquet", None)]
+    assert live(snap) == [
+        (f"file:{root}/dir/plain.parquet", None),
+        ("keep.parquet", None),
+        ("x%2525y.parquet", None),
+    ]
 
 
 @pytest.mark.parametrize("root", ["file:/data/t", "s3a://b/w/t+(1)$^.*\\E[x]", "/plain/t", "relative/t"])
@@ -208,13 +218,25 @@ def test_join_key_is_equal_exactly_when_canonical_paths_are(spark, root):
         "//a.parquet",
         f"{base}/s3a:/a.parquet",
         "s3a:/a.parquet",
+        "s3a%3A/a.parquet",
+        "s3a://b/w/other.parquet",
+        "s3a://b/w/%6Fther.parquet",
+        "gs://g/x.parquet",
+        "gs://g/%78.parquet",
+        "gs%3A//g/x.parquet",
+        "GS://g/x.parquet",
         "dir/a:b.parquet",
         "dir%2Fa:b.parquet",
         "C:x.parquet",
+        "C%3Ax.parquet",
+        "x%2525y.parquet",
+        "x%25y.parquet",
         "file:/data/t/a.parquet",
         "file:///data/t/a.parquet",
+        "FILE:/data/t/a.parquet",
         "file://localhost/data/t/q.parquet",
         "file:/data/t/q.parquet",
+        "file:/data/t/%71.parquet",
         "/data/t/a.parquet",
         "",
     ]
@@ -230,7 +252,11 @@ def test_join_key_is_equal_exactly_when_canonical_paths_are(spark, root):
     for r in rows:
         for q in rows:
             assert (r["key"] == q["key"]) == (r["canonical"] == q["canonical"]), (r, q)
-    assert len({r["canonical"] for r in rows}) > 10  # the spellings do not all collapse
+    assert len({r["canonical"] for r in rows}) > 15  # the spellings do not all collapse
+    if root != "relative/t":  # a resolved table's root: plain paths and other schemes' URIs are keys
+        assert {"a.parquet", "gs://g/x.parquet", "C:x.parquet"} <= {
+            r["path"] for r in rows if r["key"] == r["path"]
+        }
 
 
 def test_checkpoint_plus_tail_with_deletion_vectors(spark, log, plan):
