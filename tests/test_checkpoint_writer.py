@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from deltaspark import DeltaTable, UnsupportedFeatureError
 from deltaspark.errors import CheckpointWriteError, UnsupportedSessionError, UnsupportedWriterFeatureError
 from deltaspark.log.json_checksum import checksum_of_text
+from deltaspark.log.paths import join_key_of_canonical
 from deltaspark.log.replay import count_actions_bound
 from deltaspark.maintenance import checkpoint_writer
 from deltaspark.maintenance.checkpoint_writer import (
@@ -296,15 +297,22 @@ def test_txns_and_domains_are_bounded_from_the_log_files_and_kept(spark, log, sp
 
 @pytest.fixture(params=["driver", "broadcast", "union", "json-only"])
 def multi_part_table(request, spark, log):
-    """A DV table of 12 reconciled file actions at version 1, replayed by each plan: on the driver,
+    """A DV table of 14 reconciled file actions at version 1, replayed by each plan: on the driver,
     or by Spark over a checkpoint at version 0 plus a tail (broadcast or union plan), or over the
-    JSON commits alone."""
+    JSON commits alone. Two adds of the tail are not plain relative paths (an escape, and an
+    absolute URI under the table), so their layout key differs from the path as logged."""
     features = ["deletionVectors"]
     log.commit(0, protocol(3, 7, features, features), metadata(), *[add(f"f{i}") for i in range(10)])
     if request.param in ("broadcast", "union"):
         write_checkpoint(DeltaTable.forPath(spark, log.path).snapshot())
     log.commit(
-        1, remove("f3", NOW), add("f3", dv=dv("dvA")), remove("f4", NOW), add("f4", dv=dv("dvB", offset=None))
+        1,
+        remove("f3", NOW),
+        add("f3", dv=dv("dvA")),
+        remove("f4", NOW),
+        add("f4", dv=dv("dvB", offset=None)),
+        add("h%20i"),
+        add(f"file://{log.path}/j"),
     )
     with replay_plan(spark, request.param):
         yield request.param
@@ -317,15 +325,15 @@ def _segment_action_bound(log: LogBuilder, checkpointed: bool) -> int:
     return sum(len(p.read_text().splitlines()) for p in sorted(log.log.glob("*.json")))
 
 
-def test_multi_part_parts_are_spark_hash_partitions_of_the_path_key(spark, log, multi_part_table):
+def test_multi_part_parts_are_spark_hash_partitions_of_the_join_key(spark, log, multi_part_table):
     result = DeltaTable.forPath(spark, log.path).checkpoint(actionsPerPart=3)
 
     # Hash partitions: from the exact 12 file actions when the driver replayed the log, else from
     # the actions in the segment's files (an upper bound, counted without a replay).
     plan = multi_part_table
-    file_actions = 12 if plan == "driver" else _segment_action_bound(log, plan != "json-only")
+    file_actions = 14 if plan == "driver" else _segment_action_bound(log, plan != "json-only")
     hash_parts = -(-file_actions // 3)
-    assert (result.numOfAddFiles, result.numOfRemoves) == (10, 2)
+    assert (result.numOfAddFiles, result.numOfRemoves) == (12, 2)
     parts = sorted(n for n in _log_names(log.root) if n.startswith("00000000000000000001.checkpoint."))
     p = len(parts)
     assert result.kind == "multi-part" and result.parts == p and result.files == parts
@@ -339,11 +347,17 @@ def test_multi_part_parts_are_spark_hash_partitions_of_the_path_key(spark, log, 
                 placed[(value["path"], dv_id(value.get("deletionVector")) or None)] = o
             else:
                 placed[(kind, None)] = o
-    # Expected: Spark's hash partitioning (Murmur3, seed 42) of the canonical path into
-    # `hash_parts` partitions; empty partitions leave no file, the others are numbered in partition
-    # order, and protocol and metadata come last, in a part of their own.
-    keys = DeltaTable.forPath(spark, log.path).snapshot().fileActions()
-    bucket = F.expr(f"pmod(hash(path_key), {hash_parts})")
+    # Expected: Spark's hash partitioning (Murmur3, seed 42) of the join key (a function of the
+    # canonical path: the path as logged for a plain relative one, as Spark's Delta lays parts
+    # out) into `hash_parts` partitions, whichever plan replayed the log; empty partitions leave
+    # no file, the others are numbered in partition order, and protocol and metadata come last,
+    # in a part of their own.
+    snapshot = DeltaTable.forPath(spark, log.path).snapshot()
+    keys = snapshot.fileActions().withColumn(
+        "key", join_key_of_canonical(F.col("path_key"), snapshot.tableRoot)
+    )
+    assert {r["key"] for r in keys.where("is_add").collect()} == {*(f"f{i}" for i in range(10)), "h i", "j"}
+    bucket = F.expr(f"pmod(hash(key), {hash_parts})")
     hashed = {
         (r["path"], r["dv"]): r["bucket"]
         for r in keys.select(
@@ -359,10 +373,11 @@ def test_multi_part_parts_are_spark_hash_partitions_of_the_path_key(spark, log, 
     }
     assert placed[("protocol", None)] == placed[("metaData", None)] == p
     assert ("f3", "udvA@1") in placed and ("f3", None) in placed and ("f4", "udvB") in placed
+    assert ("h%20i", None) in placed and (f"file://{log.path}/j", None) in placed
 
     snapshot = DeltaTable.forPath(spark, log.path).snapshot()
     assert len(snapshot.segment.checkpoint.files) == p and snapshot.segment.tail_files == ()
-    assert len(_files(snapshot)) == 10 and len(replay(log.path).files) == 10
+    assert len(_files(snapshot)) == 12 and len(replay(log.path).files) == 12
 
 
 @pytest.mark.usefixtures("replay")
@@ -384,8 +399,9 @@ def test_a_part_lost_after_the_write_fails_the_check_and_nothing_is_visible(spar
 
 @pytest.mark.parametrize("plan", ["union", "json-only", "broadcast"])
 def test_a_multi_part_layout_shuffles_the_state_once(spark, log, plan):
-    """The union plan's window and the part layout share one shuffle; the broadcast plan (the
-    checkpoint streams through unshuffled) shuffles once for the layout."""
+    """The union plan's window and the part layout share one shuffle (by the `join_key` column it
+    carries); the broadcast plan (the checkpoint streams through unshuffled) shuffles once for the
+    layout, computing the key in the shuffle from the logged path, without a canonical path."""
     log.commit(0, protocol(), metadata(), *[add(f"f{i}") for i in range(6)])
     if plan != "json-only":
         write_checkpoint(DeltaTable.forPath(spark, log.path).snapshot())
@@ -397,10 +413,14 @@ def test_a_multi_part_layout_shuffles_the_state_once(spark, log, plan):
         text = _explain(_classic_layout(snapshot, files, 4, {"txn": 1, "domainMetadata": 1}))
     # One shuffle into the 4 parts: the union plan's window, or the layout after a broadcast plan
     # (whose ranked tail is shuffled by Spark's default partitioning).
-    assert len(re.findall(r"hashpartitioning\(path_key#\d+, 4\), REPARTITION_BY_NUM", text)) == 1, text
     assert text.count("REPARTITION_BY_NUM") == 1, text
-    if plan != "broadcast":
-        assert len(re.findall(r"Exchange hashpartitioning\(path_key#", text)) == 1, text
+    layout = re.search(r"Exchange hashpartitioning\((.*), 4\), REPARTITION_BY_NUM", text)
+    assert layout, text
+    if plan == "broadcast":
+        assert "path_key" not in layout[1] and "add" in layout[1], text
+    else:
+        assert re.fullmatch(r"join_key#\d+", layout[1]), text
+        assert len(re.findall(r"Exchange hashpartitioning\(join_key#", text)) == 1, text
 
 
 def _explain(frame) -> str:

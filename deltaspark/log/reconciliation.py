@@ -24,6 +24,7 @@ from deltaspark.log.replay import keep_actions
 from deltaspark.spark_errors import CORRUPT_LOG, own_error
 
 KEY = ["path_key", "dv_id"]
+JOIN_KEY = "join_key"  # the layout key of a multi-part checkpoint (`newest_per_file`)
 
 
 def file_action_rows(
@@ -79,13 +80,17 @@ def _logged_path() -> Column:
 
 
 def newest_per_file(
-    rows: DataFrame, deletion_vectors: bool = True, partitions: int | None = None
+    rows: DataFrame,
+    deletion_vectors: bool = True,
+    partitions: int | None = None,
+    table_root: str | None = None,
 ) -> DataFrame:
     """Keep the newest reference to each logical file, then at most one add per path.
 
-    `partitions`: shuffle into exactly that many partitions by `path_key` (Spark's hash
-    partitioning), so that a consumer laying the result out the same way (a multi-part checkpoint)
-    reuses this shuffle instead of adding its own; by default Spark's shuffle partitions.
+    `partitions`: shuffle into exactly that many partitions by a `join_key` column, the
+    `paths.join_key_of_canonical` of `path_key` under `table_root` (Spark's hash partitioning),
+    so that a consumer laying the result out the same way (a multi-part checkpoint) reuses this
+    shuffle instead of adding its own; by default Spark's shuffle partitions, by `path_key`.
 
     Within one version a `remove` beats an `add` of the same key. A valid commit never holds
     both; a log compaction file that was not fully reconciled can, and there the removal is the
@@ -95,8 +100,18 @@ def newest_per_file(
     # The windows sort by their partition columns. Paths share the table root as a long common
     # prefix, which defeats the sorter's 8-byte key prefix and makes every comparison a full
     # string compare; leading with a hash of the path restores cheap prefix sorting.
-    by_key = Window.partitionBy("_path_hash", *KEY).orderBy(F.col("version").desc(), F.col("is_add").asc())
-    shuffled = rows.repartition(partitions, "path_key") if partitions else rows.repartition("path_key")
+    groups = ["_path_hash"]
+    if partitions:
+        if table_root is None:
+            raise ValueError("a shuffle into `partitions` needs the table root")
+        # `join_key` is a function of `path_key`, so grouping by it too changes no group; it only
+        # lets the windows reuse the shuffle by it.
+        keyed = rows.withColumn(JOIN_KEY, join_key_of_canonical(F.col("path_key"), table_root))
+        shuffled = keyed.repartition(partitions, JOIN_KEY)
+        groups.append(JOIN_KEY)
+    else:
+        shuffled = rows.repartition("path_key")
+    by_key = Window.partitionBy(*groups, *KEY).orderBy(F.col("version").desc(), F.col("is_add").asc())
     newest = (
         shuffled.withColumn("_path_hash", F.xxhash64("path_key"))  # one shuffle serves both windows
         .withColumn("_key_rank", F.row_number().over(by_key))
@@ -105,7 +120,7 @@ def newest_per_file(
     )
     if not deletion_vectors:
         return newest.drop("_path_hash")
-    adds_by_path = Window.partitionBy("_path_hash", "path_key", "is_add").orderBy(
+    adds_by_path = Window.partitionBy(*groups, "path_key", "is_add").orderBy(
         F.col("version").desc(), F.col("dv_id").desc()
     )
     return (
@@ -128,7 +143,8 @@ def reconcile_files(
 
     `deletion_vectors=False` (the table's protocol does not support them, so every `dv_id` is
     empty) lets the ranking skip the one-add-per-path window. `partitions`: the union plan's
-    shuffle count (`newest_per_file`); the other plans do not shuffle the whole state.
+    shuffle count (`newest_per_file`), whose rows then carry `join_key`; the other plans do not
+    shuffle the whole state.
     `table_root`: the broadcast plan's anti-join keys the checkpoint's rows by `paths.join_key` of
     their logged path, equal exactly when `path_key`s are but not built for plain relative paths;
     `path_key` is then computed only where a consumer reads it.
@@ -136,11 +152,12 @@ def reconcile_files(
     if checkpoint_rows is None and tail_rows is None:
         raise ValueError("nothing to reconcile")
     if checkpoint_rows is None:
-        return newest_per_file(tail_rows, deletion_vectors, partitions)  # type: ignore[arg-type]
+        return newest_per_file(tail_rows, deletion_vectors, partitions, table_root)  # type: ignore[arg-type]
     if tail_rows is None:
         return checkpoint_rows
     if not broadcast_tail:
-        return newest_per_file(checkpoint_rows.unionByName(tail_rows), deletion_vectors, partitions)
+        rows = checkpoint_rows.unionByName(tail_rows)
+        return newest_per_file(rows, deletion_vectors, partitions, table_root)
     tail = newest_per_file(tail_rows, deletion_vectors)
     # One broadcast of the ranked tail's keys drops every checkpoint row the tail supersedes: the
     # same key (any action), or - for adds - a path the tail still adds. The ranked tail is then

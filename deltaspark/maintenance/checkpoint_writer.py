@@ -8,9 +8,12 @@ Kinds written:
 
 - classic `n.checkpoint.parquet`: one file, for states up to `actionsPerPart` file actions;
 - multi-part `n.checkpoint.o.p.parquet` for larger states (V1 spec only): file actions clustered
-  by Spark's hash partitioning of their canonical path into `ceil(file actions / actionsPerPart)`
-  partitions - the replay's own shuffle, when it ranks the whole state - so racing writers produce
-  the same parts; protocol, metadata, txns and domains in one more part, the last;
+  by Spark's hash partitioning of `paths.join_key` of their path into
+  `ceil(file actions / actionsPerPart)` partitions - the replay's own shuffle, when it ranks the
+  whole state. The key is a function of the canonical path, whichever plan replayed the log, so
+  racing writers produce the same parts; for a plain relative path it is the path as logged, the
+  key Spark's Delta lays its parts out by. Protocol, metadata, txns and domains go in one more
+  part, the last;
 - V2 (tables with `v2Checkpoint`, unless `delta.checkpointPolicy=classic`): file actions in
   sidecars `_delta_log/_sidecars/<uuid>.parquet`, one per task, and a UUID-named top-level file
   (JSON by default, or parquet) holding `checkpointMetadata`, protocol, metadata, txns, domains
@@ -59,6 +62,8 @@ from deltaspark.log import action_schemas as schemas
 from deltaspark.log.json_checksum import checksum_of
 from deltaspark.log.last_checkpoint import LAST_CHECKPOINT_NAME
 from deltaspark.log.listing import read_last_checkpoint
+from deltaspark.log.paths import join_key
+from deltaspark.log.reconciliation import JOIN_KEY
 from deltaspark.log.replay import count_actions_bound
 from deltaspark.spark_compat import is_connect
 from deltaspark.spark_errors import eager
@@ -319,8 +324,10 @@ def _observed(live: DataFrame) -> tuple[DataFrame, Observation]:
 
 
 def _file_actions(snapshot: Snapshot, plan: _Plan, live: DataFrame) -> DataFrame:
-    """`live` (`_checkpointed_rows`) as `add` / `remove` columns plus `path_key`, the layout key."""
-    return live.select(_add_action(snapshot, plan).alias("add"), _remove_action().alias("remove"), "path_key")
+    """`live` (`_checkpointed_rows`) as `add` / `remove` columns, plus the `join_key` (the layout
+    key) that the union plan's rows carry."""
+    carried = [JOIN_KEY] if JOIN_KEY in live.columns else []
+    return live.select(_add_action(snapshot, plan).alias("add"), _remove_action().alias("remove"), *carried)
 
 
 def _non_file_actions(snapshot: Snapshot, types: dict[str, DataType], size: dict[str, int]) -> DataFrame:
@@ -403,7 +410,9 @@ def _written_files(
         frame = reader.parquet(directory)
     else:
         frame = reader.schema(schemas.action_schema(kinds)).json(directory)
-    probes = {"add": "add.path", "remove": "remove.path", "metaData": "metaData.id"}
+    # Probes: a field that is never null where the action is. `dataChange` is one for the file
+    # actions this module writes (always false) and, as a boolean, the cheapest column to decode.
+    probes = {"add": "add.dataChange", "remove": "remove.dataChange", "metaData": "metaData.id"}
     counts = (
         frame.groupBy(F.col("_metadata.file_name").alias("name"))
         .agg(
@@ -468,10 +477,12 @@ def _classic_layout(snapshot: Snapshot, files: DataFrame, parts: int, size: dict
     """Every action in checkpoint columns, one Spark partition per part (an empty partition writes
     no file, or an empty one, which `_write_classic` leaves out).
 
-    With several parts, the file actions are hash partitioned by `path_key` into `parts`
-    partitions. The union plan's window shuffled them that way already, and Spark drops this
-    repartition then; the other plans shuffle here. The non-file actions follow as one more
-    partition, so every hash partition stays one part.
+    With several parts, the file actions are hash partitioned by `paths.join_key` of their path
+    into `parts` partitions. The union plan's window shuffled them that way already (by the
+    `join_key` it carries), and Spark drops this repartition then; the other plans shuffle here,
+    computing the key in the shuffle (equal to the union plan's: `join_key` of a logged path is
+    `join_key_of_canonical` of its canonical path), so that no canonical path is built. The
+    non-file actions follow as one more partition, so every hash partition stays one part.
     """
     columns: dict[str, DataType] = {
         "protocol": schemas.PROTOCOL,
@@ -481,11 +492,14 @@ def _classic_layout(snapshot: Snapshot, files: DataFrame, parts: int, size: dict
         "remove": files.schema["remove"].dataType,
         "domainMetadata": schemas.DOMAIN_METADATA,
     }
-    file_rows = _with_columns(files, {**columns, "path_key": StringType()})
+    carried = JOIN_KEY in files.columns
+    file_rows = _with_columns(files, {**columns, **({JOIN_KEY: StringType()} if carried else {})})
     non_file = _non_file_actions(snapshot, columns, size)
     if parts == 1:
         return file_rows.select(*columns).unionByName(non_file).coalesce(1)
-    return file_rows.repartition(parts, "path_key").select(*columns).unionByName(non_file.coalesce(1))
+    logged = F.coalesce(F.col("add.path"), F.col("remove.path"))
+    key = F.col(JOIN_KEY) if carried else join_key(logged, snapshot.tableRoot)
+    return file_rows.repartition(parts, key).select(*columns).unionByName(non_file.coalesce(1))
 
 
 def _write_classic(
