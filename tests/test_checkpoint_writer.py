@@ -328,7 +328,7 @@ def _segment_action_bound(log: LogBuilder, checkpointed: bool) -> int:
 def test_multi_part_parts_are_spark_hash_partitions_of_the_join_key(spark, log, multi_part_table):
     result = DeltaTable.forPath(spark, log.path).checkpoint(actionsPerPart=3)
 
-    # Hash partitions: from the exact 12 file actions when the driver replayed the log, else from
+    # Hash partitions: from the exact 14 file actions when the driver replayed the log, else from
     # the actions in the segment's files (an upper bound, counted without a replay).
     plan = multi_part_table
     file_actions = 14 if plan == "driver" else _segment_action_bound(log, plan != "json-only")
