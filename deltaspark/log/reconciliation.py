@@ -38,7 +38,7 @@ def file_action_rows(
     protocol does not support them) a file action that carries one is a damaged log."""
     files = keep_actions(actions, F.col("add").isNotNull() | F.col("remove").isNotNull())
     has_add = F.col("add").isNotNull()
-    path = _logged_path()
+    path = logged_path()
     dv = F.when(has_add, F.col("add.deletionVector")).otherwise(F.col("remove.deletionVector"))
     # A damaged file action fails the query naming its log file; it is never counted. The checks
     # live in `is_add`, which every plan evaluates, and not around `path_key`: Spark does not
@@ -74,7 +74,7 @@ def file_action_rows(
     )
 
 
-def _logged_path() -> Column:
+def logged_path() -> Column:
     """The path of a file action row, as logged."""
     return F.when(F.col("add").isNotNull(), F.col("add.path")).otherwise(F.col("remove.path"))
 
@@ -170,7 +170,7 @@ def reconcile_files(
         F.col("dv_id").eqNullSafe(F.col("_t_dv")) | (F.col("is_add") & F.col("_t_add"))
     )
     # The key is a column of its own so that Spark computes it once per row, in a projection.
-    keyed = checkpoint_rows.withColumn("_join_key", join_key(_logged_path(), table_root))
+    keyed = checkpoint_rows.withColumn("_join_key", join_key(logged_path(), table_root))
     survivors = keyed.join(tail_keys, superseded, "left_anti").drop("_join_key")
     return survivors.unionByName(tail)
 

@@ -63,7 +63,7 @@ from deltaspark.log.json_checksum import checksum_of
 from deltaspark.log.last_checkpoint import LAST_CHECKPOINT_NAME
 from deltaspark.log.listing import read_last_checkpoint
 from deltaspark.log.paths import join_key
-from deltaspark.log.reconciliation import JOIN_KEY
+from deltaspark.log.reconciliation import JOIN_KEY, logged_path
 from deltaspark.log.replay import count_actions_bound
 from deltaspark.spark_compat import is_connect
 from deltaspark.spark_errors import eager
@@ -497,8 +497,7 @@ def _classic_layout(snapshot: Snapshot, files: DataFrame, parts: int, size: dict
     non_file = _non_file_actions(snapshot, columns, size)
     if parts == 1:
         return file_rows.select(*columns).unionByName(non_file).coalesce(1)
-    logged = F.coalesce(F.col("add.path"), F.col("remove.path"))
-    key = F.col(JOIN_KEY) if carried else join_key(logged, snapshot.tableRoot)
+    key = F.col(JOIN_KEY) if carried else join_key(logged_path(), snapshot.tableRoot)
     return file_rows.repartition(parts, key).select(*columns).unionByName(non_file.coalesce(1))
 
 
