@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -586,3 +587,24 @@ def test_protocol_and_metadata_filter_reaches_the_checkpoint_reader(spark, log, 
     plan = protocol_metadata_frame(spark, segment)._jdf.queryExecution().executedPlan().toString()
     scan = next(line for line in plan.splitlines() if "FileScan parquet" in line)
     assert "IsNotNull(protocol.minReaderVersion)" in scan and "IsNotNull(metaData.id)" in scan, scan
+
+
+@pytest.mark.parametrize("plan", ["broadcast", "union", "json-only"])
+def test_a_file_list_builds_no_canonical_path(spark, log, plan):
+    """Every plan groups and matches files by `paths.join_key` (for a plain relative path, the path
+    as logged), so `path_key`, the canonical path, is built only where a consumer reads it: a file
+    list's plan has none, while `fileActions()` still carries it. Every shuffle is by the key: the
+    union plan's one, or the broadcast plan's of its tail (ranked once per use)."""
+    log.commit(0, protocol(), metadata(), add("a"), add("b"))
+    if plan != "json-only":
+        log.classic_checkpoint(0, [protocol(), metadata(), add("a"), add("b")])
+    log.commit(1, remove("a", NOW), add("c"))
+    with replay_plan(spark, plan):
+        snap = table(spark, log)
+        assert (snap.segment.checkpoint is None) is (plan == "json-only")
+        text = snap.files()._jdf.queryExecution().executedPlan().toString()
+        assert "path_key" not in text, text
+        exchanges = re.findall(r"Exchange hashpartitioning\((\w+)#", text)
+        assert set(exchanges) == {"join_key"} and (plan == "broadcast" or len(exchanges) == 1), text
+        assert "path_key" in snap.fileActions().columns
+        assert live(snap) == [("b", None), ("c", None)]

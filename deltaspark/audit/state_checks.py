@@ -232,7 +232,7 @@ def compactions(ctx: AuditContext) -> DataFrame:
         actions = read_json_actions(ctx.spark, [f], ["add", "remove"], select_lines=False)
         # Read as readers read it: a compaction written without full reconciliation may hold an add
         # and a remove of one key, and then the remove is the later event.
-        copy = _keyed(newest_per_file(file_action_rows(actions, ctx.root)), False)
+        copy = _keyed(newest_per_file(file_action_rows(actions, ctx.root), table_root=ctx.root), False)
         newest = timeline.intervals.where(
             (F.col("start") >= start)
             & (F.col("start") <= end)

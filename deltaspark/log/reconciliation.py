@@ -2,11 +2,13 @@
 
 Files are keyed by `(canonical path, deletionVector.uniqueId)`; the newest reference to a key
 wins, and of the surviving `add`s at most one per path remains (the newest). `txn` is the newest
-per `appId`, `domainMetadata` the newest per domain with `removed` tombstones dropped.
+per `appId`, `domainMetadata` the newest per domain with `removed` tombstones dropped. Both plans
+match paths by `paths.join_key`, equal exactly when the canonical paths are, but built as a string
+only for the few paths not logged plainly; `path_key` is computed where a consumer reads it.
 
 Two plans give the same answer:
 
-- `union` - checkpoint and tail rows are shuffled together by path and ranked with a window;
+- `union` - checkpoint and tail rows are shuffled together by that key and ranked with a window;
   the general plan, right for a JSON-only log or a long tail.
 - `broadcast` - the checkpoint is already reconciled, so only the (small) tail is ranked; the
   checkpoint rows are filtered with broadcast anti-joins against the tail's keys. A billion-row
@@ -19,7 +21,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from deltaspark.features.deletion_vectors import dv_unique_id
-from deltaspark.log.paths import canonical_path, join_key, join_key_of_canonical
+from deltaspark.log.paths import canonical_path, join_key
 from deltaspark.log.replay import keep_actions
 from deltaspark.spark_errors import CORRUPT_LOG, own_error
 
@@ -83,44 +85,43 @@ def newest_per_file(
     rows: DataFrame,
     deletion_vectors: bool = True,
     partitions: int | None = None,
-    table_root: str | None = None,
+    *,
+    table_root: str,
 ) -> DataFrame:
-    """Keep the newest reference to each logical file, then at most one add per path.
+    """Keep the newest reference to each logical file, then at most one add per path; the rows
+    gain a `join_key` column, `paths.join_key` of their logged path under `table_root`.
 
-    `partitions`: shuffle into exactly that many partitions by a `join_key` column, the
-    `paths.join_key_of_canonical` of `path_key` under `table_root` (Spark's hash partitioning),
-    so that a consumer laying the result out the same way (a multi-part checkpoint) reuses this
-    shuffle instead of adding its own; by default Spark's shuffle partitions, by `path_key`.
+    Files are grouped by that key, not by `path_key`: two paths' keys are equal exactly when their
+    canonical paths are, and the key builds no string for a plain relative path, so `path_key` is
+    computed only where a consumer reads it (a file list or a count reads none).
+    `partitions`: shuffle into exactly that many partitions by `join_key` (Spark's hash
+    partitioning), so that a consumer laying the result out the same way (a multi-part
+    checkpoint) reuses this shuffle instead of adding its own; by default Spark's shuffle
+    partitions.
 
     Within one version a `remove` beats an `add` of the same key. A valid commit never holds
     both; a log compaction file that was not fully reconciled can, and there the removal is the
     later event (delta-rs resolves such files the same way). Without deletion vectors a path is
     a key, so the second rule holds already and its window (a second sort) is skipped.
     """
-    # The windows sort by their partition columns. Paths share the table root as a long common
-    # prefix, which defeats the sorter's 8-byte key prefix and makes every comparison a full
-    # string compare; leading with a hash of the path restores cheap prefix sorting.
-    groups = ["_path_hash"]
-    if partitions:
-        if table_root is None:
-            raise ValueError("a shuffle into `partitions` needs the table root")
-        # `join_key` is a function of `path_key`, so grouping by it too changes no group; it only
-        # lets the windows reuse the shuffle by it.
-        keyed = rows.withColumn(JOIN_KEY, join_key_of_canonical(F.col("path_key"), table_root))
-        shuffled = keyed.repartition(partitions, JOIN_KEY)
-        groups.append(JOIN_KEY)
-    else:
-        shuffled = rows.repartition("path_key")
-    by_key = Window.partitionBy(*groups, *KEY).orderBy(F.col("version").desc(), F.col("is_add").asc())
+    keyed = rows.withColumn(JOIN_KEY, join_key(logged_path(), table_root))
+    shuffled = keyed.repartition(partitions, JOIN_KEY) if partitions else keyed.repartition(JOIN_KEY)
+    # The windows sort by their partition columns. Paths share long common prefixes (partition
+    # directories, or the table root), which defeat the sorter's 8-byte key prefix and make every
+    # comparison a full string compare; leading with a hash of the key restores cheap prefix
+    # sorting. Grouping by `join_key` as well changes no group and lets the windows reuse the
+    # shuffle by it.
+    groups = ["_path_hash", JOIN_KEY]
+    by_key = Window.partitionBy(*groups, "dv_id").orderBy(F.col("version").desc(), F.col("is_add").asc())
     newest = (
-        shuffled.withColumn("_path_hash", F.xxhash64("path_key"))  # one shuffle serves both windows
+        shuffled.withColumn("_path_hash", F.xxhash64(JOIN_KEY))  # one shuffle serves both windows
         .withColumn("_key_rank", F.row_number().over(by_key))
         .where(F.col("_key_rank") == 1)
         .drop("_key_rank")
     )
     if not deletion_vectors:
         return newest.drop("_path_hash")
-    adds_by_path = Window.partitionBy(*groups, "path_key", "is_add").orderBy(
+    adds_by_path = Window.partitionBy(*groups, "is_add").orderBy(
         F.col("version").desc(), F.col("dv_id").desc()
     )
     return (
@@ -145,26 +146,31 @@ def reconcile_files(
     empty) lets the ranking skip the one-add-per-path window. `partitions`: the union plan's
     shuffle count (`newest_per_file`), whose rows then carry `join_key`; the other plans do not
     shuffle the whole state.
-    `table_root`: the broadcast plan's anti-join keys the checkpoint's rows by `paths.join_key` of
-    their logged path, equal exactly when `path_key`s are but not built for plain relative paths;
-    `path_key` is then computed only where a consumer reads it.
+    `table_root`: rows are matched by `paths.join_key` of their logged path, equal exactly when
+    `path_key`s are but not built for plain relative paths; `path_key` is then computed only where
+    a consumer reads it.
     """
     if checkpoint_rows is None and tail_rows is None:
         raise ValueError("nothing to reconcile")
     if checkpoint_rows is None:
-        return newest_per_file(tail_rows, deletion_vectors, partitions, table_root)  # type: ignore[arg-type]
+        return _without_key(
+            newest_per_file(tail_rows, deletion_vectors, partitions, table_root=table_root), partitions
+        )  # type: ignore[arg-type]
     if tail_rows is None:
         return checkpoint_rows
     if not broadcast_tail:
         rows = checkpoint_rows.unionByName(tail_rows)
-        return newest_per_file(rows, deletion_vectors, partitions, table_root)
-    tail = newest_per_file(tail_rows, deletion_vectors)
+        return _without_key(
+            newest_per_file(rows, deletion_vectors, partitions, table_root=table_root), partitions
+        )
+    tail = newest_per_file(tail_rows, deletion_vectors, table_root=table_root)
     # One broadcast of the ranked tail's keys drops every checkpoint row the tail supersedes: the
     # same key (any action), or - for adds - a path the tail still adds. The ranked tail is then
     # evaluated twice (this broadcast and the union), not once per filter.
-    tail_key = join_key_of_canonical(F.col("path_key"), table_root)
     tail_keys = F.broadcast(
-        tail.select(tail_key.alias("_t_path"), F.col("dv_id").alias("_t_dv"), F.col("is_add").alias("_t_add"))
+        tail.select(
+            F.col(JOIN_KEY).alias("_t_path"), F.col("dv_id").alias("_t_dv"), F.col("is_add").alias("_t_add")
+        )
     )
     superseded = (F.col("_join_key") == F.col("_t_path")) & (
         F.col("dv_id").eqNullSafe(F.col("_t_dv")) | (F.col("is_add") & F.col("_t_add"))
@@ -172,7 +178,12 @@ def reconcile_files(
     # The key is a column of its own so that Spark computes it once per row, in a projection.
     keyed = checkpoint_rows.withColumn("_join_key", join_key(logged_path(), table_root))
     survivors = keyed.join(tail_keys, superseded, "left_anti").drop("_join_key")
-    return survivors.unionByName(tail)
+    return survivors.unionByName(tail.drop(JOIN_KEY))
+
+
+def _without_key(rows: DataFrame, partitions: int | None) -> DataFrame:
+    """`newest_per_file`'s rows without their `join_key`, unless a layout by it follows."""
+    return rows if partitions else rows.drop(JOIN_KEY)
 
 
 def newest_per(actions: DataFrame, column: str, key_field: str) -> DataFrame:

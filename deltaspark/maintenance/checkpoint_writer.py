@@ -477,12 +477,11 @@ def _classic_layout(snapshot: Snapshot, files: DataFrame, parts: int, size: dict
     """Every action in checkpoint columns, one Spark partition per part (an empty partition writes
     no file, or an empty one, which `_write_classic` leaves out).
 
-    With several parts, the file actions are hash partitioned by `paths.join_key` of their path
-    into `parts` partitions. The union plan's window shuffled them that way already (by the
-    `join_key` it carries), and Spark drops this repartition then; the other plans shuffle here,
-    computing the key in the shuffle (equal to the union plan's: `join_key` of a logged path is
-    `join_key_of_canonical` of its canonical path), so that no canonical path is built. The
-    non-file actions follow as one more partition, so every hash partition stays one part.
+    With several parts, the file actions are hash partitioned by `paths.join_key` of their logged
+    path into `parts` partitions. The union plan's window shuffled them that way already (by the
+    `join_key` column it carries), and Spark drops this repartition then; the other plans shuffle
+    here, computing the same key in the shuffle, so that no canonical path is built. The non-file
+    actions follow as one more partition, so every hash partition stays one part.
     """
     columns: dict[str, DataType] = {
         "protocol": schemas.PROTOCOL,
