@@ -295,11 +295,15 @@ def test_txns_and_domains_are_bounded_from_the_log_files_and_kept(spark, log, sp
 # ---- multi-part checkpoints ------------------------------------------------------------------------
 
 
+ESCAPED_ADDS = ["k%20l", "m%3Dn", "o%2Bp"]
+ESCAPED_KEYS = ["k l", "m=n", "o+p"]
+
+
 @pytest.fixture(params=["driver", "broadcast", "union", "json-only"])
 def multi_part_table(request, spark, log):
-    """A DV table of 14 reconciled file actions at version 1, replayed by each plan: on the driver,
+    """A DV table of 17 reconciled file actions at version 1, replayed by each plan: on the driver,
     or by Spark over a checkpoint at version 0 plus a tail (broadcast or union plan), or over the
-    JSON commits alone. Two adds of the tail are not plain relative paths (an escape, and an
+    JSON commits alone. Five adds of the tail are not plain relative paths (escapes, and an
     absolute URI under the table), so their layout key differs from the path as logged."""
     features = ["deletionVectors"]
     log.commit(0, protocol(3, 7, features, features), metadata(), *[add(f"f{i}") for i in range(10)])
@@ -313,6 +317,7 @@ def multi_part_table(request, spark, log):
         add("f4", dv=dv("dvB", offset=None)),
         add("h%20i"),
         add(f"file://{log.path}/j"),
+        *[add(p) for p in ESCAPED_ADDS],
     )
     with replay_plan(spark, request.param):
         yield request.param
@@ -320,20 +325,22 @@ def multi_part_table(request, spark, log):
 
 def _segment_action_bound(log: LogBuilder, checkpointed: bool) -> int:
     """The actions in the files a Spark replay of version 1 reads, counted from the files."""
+    commits = sorted(log.log.glob("*.json"))
+    lines = sum(len(p.read_text().splitlines()) for p in (commits[1:] if checkpointed else commits))
     if checkpointed:
-        return pq.read_metadata(log.log / "00000000000000000000.checkpoint.parquet").num_rows + 4
-    return sum(len(p.read_text().splitlines()) for p in sorted(log.log.glob("*.json")))
+        return pq.read_metadata(log.log / "00000000000000000000.checkpoint.parquet").num_rows + lines
+    return lines
 
 
 def test_multi_part_parts_are_spark_hash_partitions_of_the_join_key(spark, log, multi_part_table):
     result = DeltaTable.forPath(spark, log.path).checkpoint(actionsPerPart=3)
 
-    # Hash partitions: from the exact 14 file actions when the driver replayed the log, else from
+    # Hash partitions: from the exact 17 file actions when the driver replayed the log, else from
     # the actions in the segment's files (an upper bound, counted without a replay).
     plan = multi_part_table
-    file_actions = 14 if plan == "driver" else _segment_action_bound(log, plan != "json-only")
+    file_actions = 17 if plan == "driver" else _segment_action_bound(log, plan != "json-only")
     hash_parts = -(-file_actions // 3)
-    assert (result.numOfAddFiles, result.numOfRemoves) == (12, 2)
+    assert (result.numOfAddFiles, result.numOfRemoves) == (15, 2)
     parts = sorted(n for n in _log_names(log.root) if n.startswith("00000000000000000001.checkpoint."))
     p = len(parts)
     assert result.kind == "multi-part" and result.parts == p and result.files == parts
@@ -356,7 +363,12 @@ def test_multi_part_parts_are_spark_hash_partitions_of_the_join_key(spark, log, 
     keys = snapshot.fileActions().withColumn(
         "key", join_key_of_canonical(F.col("path_key"), snapshot.tableRoot)
     )
-    assert {r["key"] for r in keys.where("is_add").collect()} == {*(f"f{i}" for i in range(10)), "h i", "j"}
+    assert {r["key"] for r in keys.where("is_add").collect()} == {
+        *(f"f{i}" for i in range(10)),
+        "h i",
+        "j",
+        *ESCAPED_KEYS,
+    }
     bucket = F.expr(f"pmod(hash(key), {hash_parts})")
     hashed = {
         (r["path"], r["dv"]): r["bucket"]
@@ -366,6 +378,17 @@ def test_multi_part_parts_are_spark_hash_partitions_of_the_join_key(spark, log, 
             bucket.alias("bucket"),
         ).collect()
     }
+    # The test's power, whatever the temporary path: a layout by the logged path instead of the key
+    # must misplace at least one of the fixed escaped adds.
+    by_logged = F.expr(f"pmod(hash(path), {hash_parts})")
+    assert any(
+        r["a"] != r["b"]
+        for r in spark.createDataFrame(
+            list(zip(ESCAPED_ADDS, ESCAPED_KEYS, strict=True)), "path string, key string"
+        )
+        .select(by_logged.alias("a"), bucket.alias("b"))
+        .collect()
+    )
     used = sorted(set(hashed.values()))
     assert p == len(used) + 1 and p <= hash_parts + 1
     assert {k: v for k, v in placed.items() if k in hashed} == {
@@ -377,7 +400,7 @@ def test_multi_part_parts_are_spark_hash_partitions_of_the_join_key(spark, log, 
 
     snapshot = DeltaTable.forPath(spark, log.path).snapshot()
     assert len(snapshot.segment.checkpoint.files) == p and snapshot.segment.tail_files == ()
-    assert len(_files(snapshot)) == 12 and len(replay(log.path).files) == 12
+    assert len(_files(snapshot)) == 15 and len(replay(log.path).files) == 15
 
 
 @pytest.mark.usefixtures("replay")

@@ -108,9 +108,9 @@ def newest_per_file(
     shuffled = keyed.repartition(partitions, JOIN_KEY) if partitions else keyed.repartition(JOIN_KEY)
     # The windows sort by their partition columns. Paths share long common prefixes (partition
     # directories, or the table root), which defeat the sorter's 8-byte key prefix and make every
-    # comparison a full string compare; leading with a hash of the key restores cheap prefix
-    # sorting. Grouping by `join_key` as well changes no group and lets the windows reuse the
-    # shuffle by it.
+    # comparison a full string compare; leading with a hash of the key (a function of it, so no
+    # group changes) restores cheap prefix sorting. Partitioning the windows by the key the rows
+    # were shuffled by lets them reuse that shuffle.
     groups = ["_path_hash", JOIN_KEY]
     by_key = Window.partitionBy(*groups, "dv_id").orderBy(F.col("version").desc(), F.col("is_add").asc())
     newest = (
@@ -153,9 +153,10 @@ def reconcile_files(
     if checkpoint_rows is None and tail_rows is None:
         raise ValueError("nothing to reconcile")
     if checkpoint_rows is None:
+        assert tail_rows is not None  # for the type checker: one of the two is given
         return _without_key(
             newest_per_file(tail_rows, deletion_vectors, partitions, table_root=table_root), partitions
-        )  # type: ignore[arg-type]
+        )
     if tail_rows is None:
         return checkpoint_rows
     if not broadcast_tail:
