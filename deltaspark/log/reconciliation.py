@@ -81,6 +81,12 @@ def logged_path() -> Column:
     return F.when(F.col("add").isNotNull(), F.col("add.path")).otherwise(F.col("remove.path"))
 
 
+def file_key(table_root: str) -> Column:
+    """`paths.join_key` of a file action row's logged path: the one key every plan groups, matches
+    and lays out files by (equal exactly when the canonical paths are)."""
+    return join_key(logged_path(), table_root)
+
+
 def newest_per_file(
     rows: DataFrame,
     deletion_vectors: bool = True,
@@ -104,7 +110,7 @@ def newest_per_file(
     later event (delta-rs resolves such files the same way). Without deletion vectors a path is
     a key, so the second rule holds already and its window (a second sort) is skipped.
     """
-    keyed = rows.withColumn(JOIN_KEY, join_key(logged_path(), table_root))
+    keyed = rows.withColumn(JOIN_KEY, file_key(table_root))
     shuffled = keyed.repartition(partitions, JOIN_KEY) if partitions else keyed.repartition(JOIN_KEY)
     # The windows sort by their partition columns. Paths share long common prefixes (partition
     # directories, or the table root), which defeat the sorter's 8-byte key prefix and make every
@@ -177,7 +183,7 @@ def reconcile_files(
         F.col("dv_id").eqNullSafe(F.col("_t_dv")) | (F.col("is_add") & F.col("_t_add"))
     )
     # The key is a column of its own so that Spark computes it once per row, in a projection.
-    keyed = checkpoint_rows.withColumn("_join_key", join_key(logged_path(), table_root))
+    keyed = checkpoint_rows.withColumn("_join_key", file_key(table_root))
     survivors = keyed.join(tail_keys, superseded, "left_anti").drop("_join_key")
     return survivors.unionByName(tail.drop(JOIN_KEY))
 

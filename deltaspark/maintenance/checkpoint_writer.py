@@ -62,8 +62,7 @@ from deltaspark.log import action_schemas as schemas
 from deltaspark.log.json_checksum import checksum_of
 from deltaspark.log.last_checkpoint import LAST_CHECKPOINT_NAME
 from deltaspark.log.listing import read_last_checkpoint
-from deltaspark.log.paths import join_key
-from deltaspark.log.reconciliation import JOIN_KEY, logged_path
+from deltaspark.log.reconciliation import JOIN_KEY, file_key
 from deltaspark.log.replay import count_actions_bound
 from deltaspark.spark_compat import is_connect
 from deltaspark.spark_errors import eager
@@ -496,7 +495,7 @@ def _classic_layout(snapshot: Snapshot, files: DataFrame, parts: int, size: dict
     non_file = _non_file_actions(snapshot, columns, size)
     if parts == 1:
         return file_rows.select(*columns).unionByName(non_file).coalesce(1)
-    key = F.col(JOIN_KEY) if carried else join_key(logged_path(), snapshot.tableRoot)
+    key = F.col(JOIN_KEY) if carried else file_key(snapshot.tableRoot)
     return file_rows.repartition(parts, key).select(*columns).unionByName(non_file.coalesce(1))
 
 
