@@ -3,8 +3,8 @@
 Every action line is built column-wise with Arrow compute (no per-row Python), JSON commits are
 written as text, and a checkpoint is written by pyarrow in the protocol's checkpoint schema, one
 row group per million actions so memory stays flat. Data files are not written (the log is what is
-measured) unless `touch_data_files` asks for empty placeholders, which Spark's file scan needs to
-plan a read.
+measured) unless `touch_data_files` asks for placeholders of their logged sizes, which Spark's file scan
+needs to plan a read.
 
 Layout (file `i` is identified by an integer; its path, size and stats derive from it):
 
@@ -22,7 +22,6 @@ Usage: `python -m benchmarks.generate OUT --files 1000000 --commits 100 [--check
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import shutil
@@ -505,16 +504,12 @@ def _dv_files(batches: list[Batch]) -> list[str]:
 
 
 def touch_data_files(root: Path, batches: list[Batch], spec: LogSpec) -> int:
-    """Empty placeholder data files (and DV files): Spark's scan checks that the files it reads
-    exist when a read is planned. Nothing is ever read from them."""
-    count = 0
-    made: set[str] = set()
-    relative = (p for idx in live_indices(batches) for p in file_paths(idx, spec).to_pylist())
-    for rel in itertools.chain(relative, _dv_files(batches)):
-        parent = rel.rpartition("/")[0]
-        if parent and parent not in made:
-            (root / parent).mkdir(parents=True, exist_ok=True)
-            made.add(parent)
+    """Placeholder data files (sparse, of their logged sizes) and empty DV files: Spark's scan lists
+    the files it reads when a read is planned, and deltaspark checks their sizes against the log's.
+    Nothing is ever read from them."""
+    count = write_placeholders(root, spec, live_indices(batches))
+    for rel in _dv_files(batches):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(root / rel, os.O_CREAT | os.O_WRONLY, 0o644))
         count += 1
     return count

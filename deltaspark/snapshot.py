@@ -28,6 +28,7 @@ from deltaspark.errors import (
 )
 from deltaspark.features.column_mapping import column_mapping_mode
 from deltaspark.features.durations import DEFAULT_DELETED_FILE_RETENTION, parse_interval_ms
+from deltaspark.features.expressions import resolve_expression
 from deltaspark.features.metadata import Metadata
 from deltaspark.features.metadata_checks import check_metadata
 from deltaspark.features.partition_values import ValueSource, partition_fields, typed_partition_values
@@ -35,11 +36,11 @@ from deltaspark.features.protocol import Protocol, check_readable
 from deltaspark.features.schema import drop_void_fields
 from deltaspark.features.stats import conform_parsed_stats, parse_stats_json, stats_schema
 from deltaspark.log import action_schemas as schemas
-from deltaspark.log import driver_replay, protocol_metadata_cache, small_log, version_checksum
+from deltaspark.log import driver_replay, protocol_metadata_cache, small_log, torn_writes, version_checksum
+from deltaspark.log.checkpoint_check import check_sidecars, decode_parquet
 from deltaspark.log.commit_timestamps import MISSING_ICT, InCommitTimestamps, monotonic_file_times
 from deltaspark.log.files import LogFile
 from deltaspark.log.listing import list_log_files, log_dir_of, plan_segment, table_root_from
-from deltaspark.log.paths import absolute_path
 from deltaspark.log.reconciliation import file_action_rows, newest_per, reconcile_files
 from deltaspark.log.replay import (
     CORRUPT_LINE,
@@ -50,6 +51,7 @@ from deltaspark.log.replay import (
     read_parquet_actions,
 )
 from deltaspark.log.segment import LogSegment
+from deltaspark.log.typed_json import UnreadableParquetError
 from deltaspark.read.data_skipping import DEFAULT_STRING_PREFIX_LENGTH, FileFilter
 from deltaspark.read.predicates import from_filter
 from deltaspark.spark_compat import conf_get, spark_version
@@ -270,7 +272,15 @@ class Snapshot:
             "broadcast" if broadcast and checkpoint_rows is not None and tail_rows is not None else "union",
         )
         root = self.tableRoot
-        return reconcile_files(checkpoint_rows, tail_rows, broadcast, dvs, partitions, table_root=root)
+        return reconcile_files(
+            checkpoint_rows,
+            tail_rows,
+            broadcast,
+            dvs,
+            partitions,
+            table_root=root,
+            log_file_of=self._log_file_of,
+        )
 
     # ---- the state, as DataFrames ----------------------------------------------------------------
     def fileActions(self) -> DataFrame:
@@ -303,6 +313,11 @@ class Snapshot:
         if filter is None:
             return files
         return files.where(self.fileFilter(filter))
+
+    def _resolve_filter(self, filter: Any) -> None:  # noqa: A002
+        """A filter that does not parse, names no column of the table or is not a condition is an
+        `InvalidArgumentError` now, not a wrong file list or Spark's error later."""
+        resolve_expression(self._spark, drop_void_fields(self.schema), filter, "The filter", self.tableRoot)
 
     def _file_filter(self) -> FileFilter:
         schema = drop_void_fields(self.schema)
@@ -373,6 +388,7 @@ class Snapshot:
     def fileFilter(self, filter: Any) -> Column:  # noqa: A002
         """The keep-this-file Column of `files(filter)`: false only for files (rows shaped like
         `files()`) that certainly hold no row matching `filter`."""
+        self._resolve_filter(filter)
         return self._file_filter().keep(from_filter(filter))
 
     def _log_file_of(self, version: Column) -> Column:
@@ -476,11 +492,11 @@ def _read_protocol_and_metadata(spark: SparkSession, storage: Storage, segment: 
             return found
         checkpoint = segment.checkpoint
         if base is None and checkpoint is not None and small_log.checkpoint_eligible(list(checkpoint.files)):
-            base = _checkpoint_on_driver(storage, list(checkpoint.files))
+            base = _checkpoint_on_driver(spark, storage, list(checkpoint.files))
         newer = _pm_files(segment, newer_tail)
         found = base if not newer else None
         if found is None and small_log.eligible(newer, checkpoint is not None and base is None):
-            found = _read_on_driver(storage, newer, segment.version, base)
+            found = _read_on_driver(spark, storage, newer, segment.version, base)
         if found is not None:
             protocol_metadata_cache.store(segment, found)
             return found
@@ -510,26 +526,35 @@ def _from_checksum(spark: SparkSession, storage: Storage, segment: LogSegment) -
     if base is None:
         log.info("Not using %s for protocol and metadata (unreadable or unclear)", crc.path)
         return None
-    found = _read_on_driver(storage, commits, segment.version, base) if commits else base
+    found = _read_on_driver(spark, storage, commits, segment.version, base) if commits else base
     if found is not None:
         log.debug("Protocol and metadata of version %d from %s", segment.version, crc.name)
     return found
 
 
-def _read_on_driver(storage: Storage, files: list[LogFile], version: int, base: dict | None) -> dict | None:
+def _read_on_driver(
+    spark: SparkSession, storage: Storage, files: list[LogFile], version: int, base: dict | None
+) -> dict | None:
     try:
         texts = [storage.read_text(f.path) for f in files]
     except DeltaSparkError:
         return None  # the Spark path reads them again and reports what is wrong
+    torn_writes.check_texts(spark, files, texts)
     return small_log.protocol_and_metadata(files, texts, version, base)
 
 
-def _checkpoint_on_driver(storage: Storage, files: list[LogFile]) -> dict | None:
+def _checkpoint_on_driver(spark: SparkSession, storage: Storage, files: list[LogFile]) -> dict | None:
     try:
         parts = [storage.read_bytes(f.path) for f in files]
     except DeltaSparkError:
         return None  # the Spark path reads them again and reports what is wrong
-    return small_log.checkpoint_protocol_and_metadata(files, parts)
+    try:
+        return small_log.checkpoint_protocol_and_metadata(files, parts)
+    except UnreadableParquetError as exc:
+        # Damage, or a page pyarrow cannot decode: Spark decides (`CorruptLogError` naming the
+        # part, which passes the checkpoint over, when it cannot decode it either).
+        decode_parquet(spark, [exc.path])
+        return None
 
 
 def _pm_files(segment: LogSegment, tail: list[LogFile] | None = None) -> list[LogFile]:
@@ -603,19 +628,6 @@ def protocol_metadata_frame(spark: SparkSession, segment: LogSegment) -> DataFra
     )
 
 
-# A file this small may hold no action at all (only blank lines): it is read on the driver to make
-# sure, since an empty commit would silently drop the actions it should have held.
-_TINY_LOG_FILE_BYTES = 64
-
-
-def _check_not_blank(storage: Storage, segment: LogSegment) -> None:
-    for f in segment.tail_files:
-        if 0 < f.size < _TINY_LOG_FILE_BYTES:
-            text = storage.read_text(f.path)
-            if text is not None and not text.strip():
-                raise CorruptLogError(f.path, "the file holds no action (only blank lines)")
-
-
 def _protocol_of(raw: dict, where: str) -> Protocol:
     for required in ("minReaderVersion", "minWriterVersion"):
         if raw.get(required) is None:
@@ -625,18 +637,26 @@ def _protocol_of(raw: dict, where: str) -> Protocol:
 
 def load_snapshot(spark: SparkSession, storage: Storage, segment: LogSegment, table_root: str) -> Snapshot:
     """The snapshot of `segment`: protocol and metadata (one Spark job at most), checked before use."""
-    _check_not_blank(storage, segment)
     try:
         row = _read_protocol_and_metadata(spark, storage, segment)
+        # The lines read are a few of each file: its last line shows whether the file is whole.
+        checkpoint_json = (
+            [f for f in segment.checkpoint.files if f.file_format == "json"] if segment.checkpoint else []
+        )
+        torn_writes.check_files(spark, storage, [*_pm_files(segment), *checkpoint_json])
     except DeltaSparkError:
         raise
     except Exception as exc:
         checkpoint = segment.checkpoint
         raise_translated(exc, spark, checkpoint.files[0].path if checkpoint else segment.table_path)
-    if row is None or row["protocol"] is None:
-        raise MissingActionError(segment.table_path, segment.version, "protocol")
-    if row["metaData"] is None:
-        raise MissingActionError(segment.table_path, segment.version, "metaData")
+    for action in ("protocol", "metaData"):
+        if row is None or row[action] is None:
+            if segment.checkpoint is not None:
+                # Every checkpoint holds both: this one is damaged, and is passed over.
+                raise CorruptLogError(
+                    segment.checkpoint.files[0].path, f"the checkpoint has no `{action}` action"
+                )
+            raise MissingActionError(segment.table_path, segment.version, action)
     protocol = _protocol_of(row["protocol"], row["protocolFile"])
     check_readable(protocol, segment.table_path)
     metadata = Metadata.from_row(row["metaData"])
@@ -647,19 +667,13 @@ def load_snapshot(spark: SparkSession, storage: Storage, segment: LogSegment, ta
             commit_info = json.loads(commit_info)
         except ValueError:
             commit_info = None
-    log_dir = join_path(table_root, "_delta_log")
     entries = row["sidecars"] or []
-    if any(not s["path"] for s in entries):
+    sidecars: list[str] = []
+    if entries:
         assert segment.checkpoint is not None
-        raise CorruptLogError(segment.checkpoint.files[0].path, "a `sidecar` action has no path")
-    sidecars = [absolute_path(s["path"], join_path(log_dir, "_sidecars")) for s in entries]
-    missing = storage.missing(sidecars)
-    if missing:
-        assert segment.checkpoint is not None
-        checkpoint_name = segment.checkpoint.files[0].name
-        raise CorruptLogError(
-            missing[0], f"{len(missing)} sidecar(s) referenced by checkpoint {checkpoint_name} do not exist"
-        )
+        # A sidecar listed twice is one file of the checkpoint, read once.
+        logged = list(dict.fromkeys((s["path"], s["sizeInBytes"]) for s in entries))
+        sidecars = check_sidecars(storage, segment.checkpoint.files[0], logged)
     snapshot = Snapshot(spark, storage, table_root, segment, protocol, metadata, commit_info, sidecars)
     log.info(
         "Loaded %s: protocol (%d, %d), %d partition column(s), %d sidecar(s)",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -26,6 +27,7 @@ from deltaspark.errors import (
     DeltaSparkError,
     MissingDataFileError,
     PermissionDeniedError,
+    StorageError,
     UnsupportedFileSystemError,
     WorkerEnvironmentError,
 )
@@ -34,9 +36,12 @@ CORRUPT_LOG = "corrupt Delta log file"
 CORRUPT_DATA = "corrupt data file"
 MISSING_DATA = "missing data file"
 
-_OWN = re.compile(r"deltaspark: (corrupt Delta log file|corrupt data file|missing data file) (.+?): ([^\n]*)")
-_OWN_DV = re.compile(r"deltaspark: (deletion vector [^\n]*)")
-_OWN_ANY = re.compile(r"deltaspark: ([^\n]*)")
+# deltaspark's own messages, not the source lines raising them that a Python worker's traceback
+# quotes (`raise ...(f"deltaspark: ...")`): never right after a quote.
+_MINE = r"(?<![\"'])deltaspark: "
+_OWN = re.compile(_MINE + r"(corrupt Delta log file|corrupt data file|missing data file) (.+?): ([^\n]*)")
+_OWN_DV = re.compile(_MINE + r"(deletion vector [^\n]*)")
+_OWN_ANY = re.compile(_MINE + r"([^\n]*)")
 _READ_FILE = re.compile(
     r"(?:while reading file|footer for file:?|reading footer for file:?|Could not read footer for file:?)\s+"
     r"(?:FileStatus\{path=)?(\S+?)(?:;|\.?\s|$)"
@@ -51,6 +56,7 @@ _PERMISSION = re.compile(
     r"|AccessControlException:[^\n]*?(?:inode|path)[ =]\"?([^\s\":]+)"
     r"|Permission denied[^\n]*?:\s*(/\S+|[a-z0-9]+:/\S+))"
 )
+_NOT_DIRECTORY = re.compile(r"ParentNotDirectoryException:\s*(?:Parent path is not a directory:\s*)?(\S+)")
 _NO_FILESYSTEM = re.compile(r'No FileSystem for scheme[: ]+"?([A-Za-z0-9+.-]+)"?')
 _MISSING_CLASS = re.compile(r"Class (org\.apache\.hadoop\.fs\.\S+FileSystem) not found")
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
@@ -74,6 +80,27 @@ _SCHEME_PACKAGES = {
     "wasbs": ("org.apache.hadoop:hadoop-azure", "WASB (hadoop-azure)"),
     "gs": ("com.google.cloud.bigdataoss:gcs-connector", "GCS (the GCS connector)"),
 }
+
+
+# What some log files are part of, by file name, for messages about them (a sidecar's checkpoint):
+# Spark's own read errors name only the file. Bounded; filled as snapshots are loaded.
+_ROLES: OrderedDict[str, str] = OrderedDict()
+_ROLES_MAX = 100_000
+
+
+def note_role(path: str, role: str) -> None:
+    """Remember what the log file at `path` is (e.g. "a sidecar of checkpoint ..."), so that an
+    error Spark raises while reading it says so."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    _ROLES[name] = role
+    _ROLES.move_to_end(name)
+    while len(_ROLES) > _ROLES_MAX:
+        _ROLES.popitem(last=False)
+
+
+def _corrupt_log(path: str, reason: str) -> CorruptLogError:
+    role = _ROLES.get(path.rstrip("/").rsplit("/", 1)[-1])
+    return CorruptLogError(path, f"{reason} ({role})" if role and role not in reason else reason)
 
 
 def own_error(what: str, path: Column | str, reason: Column | str) -> Column:
@@ -153,7 +180,7 @@ def translate(exc: BaseException, spark: Any = None, path: str = "") -> DeltaSpa
     if runtime and (m := _OWN.search(text)):
         what, where, reason = m.group(1), m.group(2), m.group(3).strip()
         if what == CORRUPT_LOG:
-            return CorruptLogError(where, reason)
+            return _corrupt_log(where, reason)
         if what == CORRUPT_DATA:
             return CorruptDataFileError(where, reason)
         return MissingDataFileError(where, reason)
@@ -172,8 +199,11 @@ def translate(exc: BaseException, spark: Any = None, path: str = "") -> DeltaSpa
     if m := _PERMISSION.search(text):
         where = next((g for g in m.groups() if g), path)
         return PermissionDeniedError(where, "Permission denied")
+    if m := _NOT_DIRECTORY.search(text):
+        return StorageError(m.group(1), "A file is in the way (a directory is needed here)")
     unreadable = (
         "FAILED_READ_FILE",
+        "Encountered error while reading file",  # Spark 3.5's FAILED_READ_FILE
         "CANNOT_READ_FILE_FOOTER",
         "Could not read footer",
         "is not a Parquet file",
@@ -184,7 +214,7 @@ def translate(exc: BaseException, spark: Any = None, path: str = "") -> DeltaSpa
         if "FileNotFoundException" in text or "does not exist" in text:
             return _missing(where or path)
         if _is_log_path(where):
-            return CorruptLogError(where, _reason(text))
+            return _corrupt_log(where, _reason(text))
         return CorruptDataFileError(where, _reason(text))
     if m := _NOT_FOUND.search(text):
         return _missing(m.group(1))
@@ -195,7 +225,7 @@ def translate(exc: BaseException, spark: Any = None, path: str = "") -> DeltaSpa
 
 def _missing(path: str) -> DeltaSparkError:
     if _is_log_path(path):
-        return CorruptLogError(path, "the file is missing (deleted while it was being read?)")
+        return _corrupt_log(path, "the file is missing (deleted while it was being read?)")
     return MissingDataFileError(path)
 
 

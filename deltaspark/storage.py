@@ -12,21 +12,35 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from deltaspark.errors import DeltaSparkError, UnsupportedSessionError
+from deltaspark.errors import DeltaSparkError, PermissionDeniedError, UnsupportedSessionError
 from deltaspark.spark_compat import is_connect
 from deltaspark.spark_errors import raise_translated
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+# A corrupt or missing log file must fail the read, whatever the session says about data files.
+# On the local filesystem, Hadoop's client-side `.<name>.crc` files are bypassed: tools that edit
+# a log by hand leave them stale, and they are no part of the Delta protocol (delta-rs ignores them
+# too). Content is still validated: every line must parse as an action.
+STRICT_READ_OPTIONS = {
+    "ignoreCorruptFiles": "false",
+    "ignoreMissingFiles": "false",
+    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "fs.file.impl.disable.cache": "true",
+}
 
 
 @dataclass(frozen=True)
@@ -76,12 +90,39 @@ class Storage(ABC):
         """A small file's bytes; only where `direct_reads` (the driver reads files itself)."""
         raise NotImplementedError(f"{type(self).__name__} reads no bytes on the driver")
 
+    def last_lines(self, files: list[tuple[str, int]]) -> list[str | None]:
+        """The last non-blank line of each `(path, size)` text file (empty when it has none, `None`
+        when it is gone), reading only the files' ends, in parallel."""
+        if len(files) == 1:
+            return [self.last_line(*files[0])]
+        with ThreadPoolExecutor(max_workers=min(_READ_THREADS, len(files))) as pool:
+            return list(pool.map(lambda f: self.last_line(*f), files))
+
+    def last_line(self, path: str, size: int) -> str | None:
+        text = self.read_text(path)
+        return None if text is None else last_non_blank_line(text)[0]
+
     @abstractmethod
     def exists(self, path: str) -> bool: ...
 
-    def missing(self, paths: list[str]) -> list[str]:
-        """The given files that do not exist."""
-        return [p for p in paths if not self.exists(p)]
+    def statuses(self, paths: list[str]) -> list[FileStatus | None]:
+        """The status of each file (`None` where it does not exist): a directory holding many of
+        them is listed once, the others are asked for one by one, in parallel."""
+        by_dir: dict[str, list[str]] = {}
+        for p in paths:
+            by_dir.setdefault(parent_of(p), []).append(p)
+        found: dict[str, FileStatus | None] = {}
+        single: list[str] = []
+        for directory, files in by_dir.items():
+            if len(files) < _LIST_DIR_FROM:
+                single += files
+                continue
+            listed = {s.name: s for s in self.list_dir(directory) or []}
+            found.update({p: listed.get(name_of(p)) for p in files})
+        if single:
+            with ThreadPoolExecutor(max_workers=min(_READ_THREADS, len(single))) as pool:
+                found.update(zip(single, pool.map(self.status, single), strict=True))
+        return [found[p] for p in paths]
 
     # ---- changing files: checkpoints and metadata cleanup (classic sessions only) ---------------
     def _cannot_write(self, operation: str) -> UnsupportedSessionError:
@@ -129,6 +170,46 @@ class Storage(ABC):
         raise self._cannot_write("write files")
 
 
+_READ_THREADS = 16
+_LIST_DIR_FROM = 8  # files of one directory from which `statuses` lists it instead
+LINE_BREAK = re.compile(r"\r\n|\r|\n")  # how Hadoop's line reader splits a text file
+
+
+def last_non_blank_line(text: str) -> tuple[str, bool]:
+    """The last non-blank line of `text` and whether a line break precedes it (so that it is
+    whole even when `text` is only the end of a file)."""
+    lines = LINE_BREAK.split(text)
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].strip(" \t") != "":
+            return lines[i], i > 0
+    return "", False
+
+
+def _last_line_of(read: Callable[[int, int], bytes], size: int) -> str:
+    """The last non-blank line of a file of `size` bytes, read backwards in growing chunks
+    (`read(begin, end)`) until the line is whole."""
+    chunk, start, data = 8192, size, b""
+    while start > 0:
+        begin = max(0, start - chunk)
+        data = read(begin, start) + data
+        start, chunk = begin, chunk * 4
+        # A chunk may start inside a multi-byte character: only text after a line break counts.
+        line, whole = last_non_blank_line(data.decode("utf-8", "replace"))
+        if whole or start == 0:
+            return line
+    return ""
+
+
+def _local_file(path: str) -> str | None:
+    """The local path of a `file:` URI (as Hadoop qualifies local paths), else None."""
+    if path.startswith("file://"):
+        rest = path[len("file://") :]
+        return rest if rest.startswith("/") else None
+    if path.startswith("file:/"):
+        return path[len("file:") :]
+    return None
+
+
 def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
     """File system failures (permission denied, no FileSystem for the scheme, ...) as deltaspark
     errors naming the path, instead of a py4j stack trace."""
@@ -154,6 +235,9 @@ class HadoopStorage(Storage):
         self._jvm = spark._jvm  # type: ignore[attr-defined]
         # The session's Hadoop conf includes `spark.hadoop.*` settings made on this session.
         self._conf = spark._jsparkSession.sessionState().newHadoopConf()  # type: ignore[attr-defined]
+        # Resolving a class through `jvm.org.apache...` costs a py4j round trip per package: once.
+        self._path_class = self._jvm.org.apache.hadoop.fs.Path
+        self._io_utils = self._jvm.org.apache.commons.io.IOUtils
 
     @property
     def jvm(self) -> Any:
@@ -168,10 +252,10 @@ class HadoopStorage(Storage):
         return self._fs_and_path(path)
 
     def _fs_and_path(self, path: str):  # noqa: ANN202 - py4j objects
-        jpath = self._jvm.org.apache.hadoop.fs.Path(path)
+        jpath = self._path_class(path)
         fs = jpath.getFileSystem(self._conf)
         if str(fs.getScheme()) == "file":
-            # Bypass Hadoop's client-side .crc files on local disks (see replay._STRICT).
+            # Bypass Hadoop's client-side .crc files on local disks (see STRICT_READ_OPTIONS).
             fs = fs.getRawFileSystem()
         return fs, jpath
 
@@ -217,6 +301,39 @@ class HadoopStorage(Storage):
         stream = fs.open(jpath)
         try:
             return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+
+    @_named_errors
+    def last_line(self, path: str, size: int) -> str | None:
+        local = _local_file(path)
+        if local is not None:  # a local disk: Python reads it without py4j round trips
+            try:
+                with open(local, "rb") as handle:
+
+                    def read_local(begin: int, end: int) -> bytes:
+                        handle.seek(begin)
+                        return handle.read(end - begin)
+
+                    return _last_line_of(read_local, size)
+            except FileNotFoundError:
+                return None
+            except PermissionError:
+                raise PermissionDeniedError(path, "Permission denied") from None
+        fs, jpath = self._fs_and_path(path)
+        try:
+            stream = fs.open(jpath)
+        except Exception as exc:
+            if "FileNotFoundException" in str(exc):
+                return None
+            raise
+        try:
+
+            def read(begin: int, end: int) -> bytes:
+                stream.seek(begin)
+                return bytes(self._io_utils.toByteArray(stream, end - begin))
+
+            return _last_line_of(read, size)
         finally:
             stream.close()
 
@@ -366,17 +483,17 @@ class DataFrameStorage(Storage):
     def exists(self, path: str) -> bool:
         return self._scan(path, None) is not None
 
-    def missing(self, paths: list[str]) -> list[str]:
+    def statuses(self, paths: list[str]) -> list[FileStatus | None]:
         # One scan per directory instead of one per file (each scan is a Spark job).
         by_dir: dict[str, list[str]] = {}
         for p in paths:
             by_dir.setdefault(parent_of(p), []).append(p)
-        absent = []
+        found: dict[str, FileStatus] = {}
         for directory, files in by_dir.items():
             names = ",".join(_glob_escape(name_of(p)) for p in files)
-            found = {s.name for s in self.list_dir(directory, "{" + names + "}") or []}
-            absent += [p for p in files if name_of(p) not in found]
-        return absent
+            listed = {s.name: s for s in self.list_dir(directory, "{" + names + "}") or []}
+            found.update({p: listed[name_of(p)] for p in files if name_of(p) in listed})
+        return [found.get(p) for p in paths]
 
     def list_dir(self, path: str, name_glob: str | None = None) -> list[FileStatus] | None:
         statuses = self._scan(path, name_glob)
@@ -394,12 +511,29 @@ class DataFrameStorage(Storage):
             log.info("Cannot read %s through Spark Connect (hidden file name); treating it as absent", path)
             return None
         try:
-            rows = self.spark.read.text(path, wholetext=True).collect()
+            rows = self.spark.read.options(**STRICT_READ_OPTIONS).text(path, wholetext=True).collect()
         except Exception as exc:
             if _is_missing_path_error(exc):
                 return None
             raise
         return "".join(r[0] for r in rows)
+
+    @_named_errors
+    def last_lines(self, files: list[tuple[str, int]]) -> list[str | None]:
+        # One job for all files (each read here is a Spark job).
+        if not files:
+            return []
+        lines = F.filter(F.split("value", r"\r\n|\r|\n"), lambda line: F.trim(line) != "")
+        rows = (
+            self.spark.read.options(**STRICT_READ_OPTIONS)
+            .text([p for p, _ in files], wholetext=True)
+            .select(
+                F.col("_metadata.file_path").alias("path"), F.coalesce(F.element_at(lines, -1), F.lit(""))
+            )
+            .collect()
+        )
+        found = {r[0]: r[1] for r in rows}
+        return [found.get(self.qualify(p), found.get(p)) for p, _ in files]
 
 
 def storage_for(spark: SparkSession) -> Storage:

@@ -17,7 +17,12 @@ from pyspark.sql.types import DataType, StructField, StructType
 from deltaspark.audit.audit import audit_context, audit_table
 from deltaspark.audit.repair import repair as repair_table
 from deltaspark.audit.report import AuditReport
-from deltaspark.errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
+from deltaspark.errors import (
+    InvalidArgumentError,
+    NonContiguousVersionsError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
 from deltaspark.features.identity_columns import IdentityGenerator, identity_metadata
 from deltaspark.log.commit_timestamps import first_version_at_or_after, to_epoch_ms, version_at_timestamp
 from deltaspark.log.files import LogFile, LogFileKind
@@ -174,7 +179,16 @@ class DeltaTable:
         """`commitInfo` of every commit in the log, newest first (like DESCRIBE HISTORY)."""
         listing = self._listing()
         latest = self._load(None, listing)
-        return history_frame(self._spark, listing, latest.inCommitTimestamps, limit)
+        # Commits are contiguous from the oldest one kept: a gap among the commits asked for is
+        # damage, not a shorter history (one older than the newest `limit` commits is not asked for).
+        versions = sorted(f.version for f in listing if f.kind is LogFileKind.COMMIT)
+        missing: list[int] = []
+        if versions:
+            oldest = versions[0] if limit is None else max(versions[0], versions[-1] - max(limit, 0) + 1)
+            missing = sorted(set(range(oldest, versions[-1] + 1)) - set(versions))
+        if missing:
+            raise NonContiguousVersionsError(latest.tableRoot, missing, "the history has a gap")
+        return history_frame(self._spark, listing, latest.inCommitTimestamps, limit, self._storage)
 
     @eager
     def checkpoint(

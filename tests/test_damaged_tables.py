@@ -26,11 +26,13 @@ from deltaspark import (
     DeletionVectorError,
     DeltaSparkError,
     DeltaTable,
+    NonContiguousVersionsError,
     PermissionDeniedError,
     UnsupportedFeatureError,
     UnsupportedFileSystemError,
 )
 from deltaspark.features import dv_codec
+from tests import damage
 from tests.conftest import CONNECT, REPO
 from tests.log_builder import add, commit_info, metadata, protocol, remove, write_parquet
 
@@ -93,6 +95,40 @@ def test_blank_commit_file_is_not_an_empty_commit(spark, log):
         DeltaTable.forPath(spark, log.path).snapshot()
 
 
+def test_history_takes_a_commit_info_written_twice_once_and_refuses_two(spark, log):
+    log.commit(0, commit_info(operation="CREATE TABLE"), protocol(), metadata(), add("a"))
+    log.commit(1, commit_info(operation="WRITE"), add("b"), commit_info(operation="WRITE"))
+    history = DeltaTable.forPath(spark, log.path).history()
+    assert sorted((r["version"], r["operation"]) for r in history.collect()) == [
+        (0, "CREATE TABLE"),
+        (1, "WRITE"),
+    ]
+    log.commit(2, commit_info(operation="WRITE"), add("c"), commit_info(operation="DELETE"))
+    message = lazy_failure(lambda: DeltaTable.forPath(spark, log.path).history().collect())
+    assert "00000000000000000002.json" in message and "two different `commitInfo`" in message
+
+
+def test_history_over_a_gap_is_refused_where_the_gap_is_asked_for(spark, log):
+    """Commit 1 gone, a checkpoint at 2: the latest version reads, but a history without commit 1
+    would be a shorter history presented as the whole one. `limit` asks only for newer commits."""
+    log.commit(0, commit_info(operation="CREATE TABLE"), protocol(), metadata(), add("a"))
+    log.commit(1, commit_info(operation="WRITE"), add("b"))
+    log.commit(2, commit_info(operation="WRITE"), add("c"))
+    log.classic_checkpoint(2, [protocol(), metadata(), add("a"), add("b"), add("c")])
+    log.commit(3, commit_info(operation="DELETE"), remove("a", 5))
+    (log.log / "00000000000000000001.json").unlink()
+    table = DeltaTable.forPath(spark, log.path)
+    assert table.snapshot().version == 3
+    with pytest.raises(NonContiguousVersionsError, match=r"missing commit\(s\) 1"):
+        table.history()
+    assert [(r["version"], r["operation"]) for r in table.history(limit=2).collect()] == [
+        (3, "DELETE"),
+        (2, "WRITE"),
+    ]
+    with pytest.raises(NonContiguousVersionsError):
+        table.history(limit=3)
+
+
 def test_empty_checkpoint_is_passed_over_or_named(spark, log):
     log.commit(0, protocol(), metadata(), add("a"))
     log.commit(1, add("b"))
@@ -117,16 +153,107 @@ def test_truncated_real_checkpoint_is_passed_over_or_named(spark, conformance, t
         DeltaTable.forPath(spark, str(table)).snapshot()
 
 
-def test_corrupt_sidecar_is_named(spark, conformance, tmp_path):
+def test_checkpoint_with_damaged_pages_is_passed_over_or_named(spark, conformance, tmp_path):
+    """A checkpoint whose footer is intact but whose pages do not decode: passed over when the load
+    reads it (a small checkpoint is read whole on the driver), else named with its path."""
+    table = copy_table(conformance, "basic-with-checkpoint", tmp_path)
+    expected = file_paths(DeltaTable.forPath(spark, str(table)).snapshot())
+    (checkpoint,) = (table / "_delta_log").glob("*.checkpoint.parquet")
+    damage.damage_pages(checkpoint)
+    snap = DeltaTable.forPath(spark, str(table)).snapshot()
+    assert snap.segment.checkpoint is None and file_paths(snap) == expected
+    for commit in (table / "_delta_log").glob("*.json"):
+        if int(commit.name.split(".")[0]) <= int(checkpoint.name.split(".")[0]):
+            commit.unlink()
+    with pytest.raises(CorruptLogError, match=checkpoint.name):
+        DeltaTable.forPath(spark, str(table)).snapshot()
+
+
+def test_damaged_pages_of_a_checkpoint_the_load_did_not_read_are_named(spark, tmp_path, replay):
+    """With a version checksum the load reads no checkpoint: a damaged one is named by the read
+    of the files (eagerly on the driver, by Spark's failure naming it in a lazy read)."""
+    import deltaspark
+
+    path = str(tmp_path / "t")
+    for i in range(3):
+        deltaspark.write(spark.range(i * 5, i * 5 + 5), path)
+    dt = DeltaTable.forPath(spark, path)
+    (name,) = dt.checkpoint().files
+    damage.damage_pages(tmp_path / "t" / "_delta_log" / name)
+    snap = DeltaTable.forPath(spark, path).snapshot()
+    assert snap.segment.checkpoint is not None  # the protocol and metadata came from the .crc
+    with pytest.raises(CorruptLogError, match=name):
+        DeltaTable.forPath(spark, path).toDF().count()
+    if replay == "spark":
+        assert name in lazy_failure(lambda: snap.files().collect())
+
+
+def test_a_path_added_again_without_its_deletion_vector_is_named(spark, conformance, tmp_path):
+    """A file re-added without its DV and without a `remove` of the DV'd file: two live logical
+    files of one data file. Rows the DV deleted must not come back (nor be read twice)."""
+    table = copy_table(conformance, "table-with-dv-small", tmp_path)
+    assert DeltaTable.forPath(spark, str(table)).toDF().count() == 8
+    (dv_add,) = [
+        json.loads(line)["add"]
+        for line in (table / "_delta_log" / "00000000000000000001.json").read_text().splitlines()
+        if line.startswith('{"add"')
+    ]
+    readded = {k: v for k, v in dv_add.items() if k != "deletionVector"}
+    (table / "_delta_log" / "00000000000000000002.json").write_text(json.dumps({"add": readded}) + "\n")
+    with pytest.raises(CorruptLogError) as caught:
+        DeltaTable.forPath(spark, str(table)).toDF().count()
+    message = str(caught.value)
+    assert "00000000000000000002.json" in message and dv_add["path"] in message
+    assert "at version 2 (no deletion vector)" in message and "add at version 1 (deletion vector" in message
+
+
+@pytest.mark.parametrize("after", [None, "}"], ids=["mid-line", "after-a-brace"])
+def test_a_torn_last_line_fails_every_reader_of_the_commit(spark, conformance, tmp_path, after):
+    """A commit whose last line is cut short (a torn write) is corrupt as a whole: no reader of it
+    answers as if nothing were wrong, even the ones that parse only some of its lines. A cut just
+    after a nested `}` leaves a line ending in a brace."""
+    table = copy_table(conformance, "cdf-table", tmp_path)
+    commit = table / "_delta_log" / "00000000000000000003.json"
+    damage.cut_last_line(commit, after)
+    readers = {
+        "snapshot": lambda: DeltaTable.forPath(spark, str(table)).snapshot(),
+        "history": lambda: DeltaTable.forPath(spark, str(table)).history(),
+        "changes": lambda: DeltaTable.forPath(spark, str(table)).changes(0, 3).collect(),
+        "files": lambda: DeltaTable.forPath(spark, str(table)).snapshot(version=3).files().collect(),
+    }
+    for name, read in readers.items():
+        with pytest.raises(
+            CorruptLogError, match=rf"{commit.name}: the last line is not a complete"
+        ) as caught:
+            read()
+        assert caught.value.path.endswith(commit.name), name
+    assert DeltaTable.forPath(spark, str(table)).snapshot(version=2).version == 2
+    assert DeltaTable.forPath(spark, str(table)).changes(0, 2).count() > 0
+
+
+def test_sidecar_of_another_size_is_passed_over(spark, conformance, tmp_path):
+    """A sidecar whose size is not the one its `sidecar` action records was truncated or replaced:
+    the checkpoint is passed over at load (the commits give the answer), never read."""
     table = copy_table(conformance, "v2-checkpoints-parquet-with-sidecars", tmp_path)
-    sidecars = sorted((table / "_delta_log" / "_sidecars").glob("*.parquet"))
-    for sidecar in sidecars:
+    expected = file_paths(DeltaTable.forPath(spark, str(table)).snapshot())
+    for sidecar in sorted((table / "_delta_log" / "_sidecars").glob("*.parquet")):
         sidecar.write_bytes(b"PAR1" + b"\0" * 40 + b"PAR1")
     snap = DeltaTable.forPath(spark, str(table)).snapshot()
-    with pytest.raises(CorruptLogError, match=r"_sidecars/.*\.parquet"):
+    assert snap.segment.checkpoint is None and file_paths(snap) == expected
+
+
+def test_sidecar_with_damaged_pages_is_named_with_its_checkpoint(spark, conformance, tmp_path):
+    table = copy_table(conformance, "v2-checkpoints-parquet-with-sidecars", tmp_path)
+    snap = DeltaTable.forPath(spark, str(table)).snapshot()
+    (sidecar,) = [Path(p.split(":", 1)[1]).name for p in snap._sidecars][:1]
+    damage.damage_pages(table / "_delta_log" / "_sidecars" / sidecar)
+    snap = DeltaTable.forPath(spark, str(table)).snapshot()  # the size is right: the load uses it
+    with pytest.raises(
+        CorruptLogError,
+        match=rf"_sidecars/{sidecar}: .*a sidecar of checkpoint .*{snap.segment.checkpoint.files[0].name}",
+    ):
         snap.summary()
-    message = lazy_failure(lambda: snap.files().collect())
-    assert "_sidecars/" in message
+    assert sidecar in lazy_failure(lambda: snap.files().collect())
 
 
 # ---- actions missing what the protocol requires ------------------------------------------------
@@ -282,7 +409,7 @@ def test_corrupt_stats_never_prune_wrongly(spark, log):
 def test_corrupt_data_file_is_named(spark, log):
     data = write_parquet(log.root, "a.parquet", IDS)
     log.commit(0, protocol(), metadata(), data)
-    (log.root / "a.parquet").write_bytes(b"PAR1" + b"\0" * 64)
+    damage.garbage(log.root / "a.parquet")  # the logged size still holds
     # Spark's own parquet reader fails naming the file; the executor-side reader says `deltaspark:`.
     assert "a.parquet" in lazy_failure(lambda: DeltaTable.forPath(spark, log.path).toDF().collect())
     spark.conf.set("spark.deltaspark.read.maxDriverFiles", "0")
@@ -291,6 +418,19 @@ def test_corrupt_data_file_is_named(spark, log):
     finally:
         spark.conf.unset("spark.deltaspark.read.maxDriverFiles")
     assert "deltaspark: corrupt data file" in message and "a.parquet" in message
+
+
+@pytest.mark.parametrize("size", [0, 30])
+def test_a_data_file_of_another_size_than_logged_is_named(spark, log, size, replay):
+    """Spark's parquet reader reads a 0-byte file as no rows: without the size check the read would
+    silently lose them. Spark's own listing of the files gives their total size in one call."""
+    data = write_parquet(log.root, "a.parquet", IDS)
+    log.commit(0, protocol(), metadata(), data, write_parquet(log.root, "b.parquet", IDS))
+    target = log.root / "a.parquet"
+    target.write_bytes(target.read_bytes()[:size])
+    says = r"a\.parquet: the file (is empty \(0 bytes\)|has 30 bytes) where the log records"
+    with pytest.raises(CorruptDataFileError, match=says):
+        DeltaTable.forPath(spark, log.path).toDF().collect()
 
 
 def test_truncated_data_file_fails_an_eager_read_by_name(spark, log):

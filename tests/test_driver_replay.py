@@ -129,7 +129,7 @@ def test_the_driver_answer_is_the_spark_answer(spark, log):
         1, [DVS, metadata(), add("a", dv=dv("DV1")), add("b"), add("c%20d"), remove("a", 5)]
     )
     log.commit(2, remove("a", 6, dv=dv("DV1")), add("a", dv=dv("DV2")), {"txn": {"appId": "x", "version": 1}})
-    log.commit(3, add("b", dv=dv("B1")))  # a newer add of b with a DV, the old one not removed
+    log.commit(3, remove("b", 7), add("b", dv=dv("B1")))  # b gains a DV
     for version in (0, 1, 2, 3):
         replayed, rows = driver_answer(spark, log.path, version)
         assert replayed and rows == spark_answer(spark, log.path, version)
@@ -137,7 +137,7 @@ def test_the_driver_answer_is_the_spark_answer(spark, log):
 
 def test_listed_adds_are_the_rows_a_read_collects_from_the_frame(spark, log):
     """`listed_adds` stands in for the read's collect of `files()`: the same rows, in the same
-    order, field for field (DV descriptors included)."""
+    order, field for field (DV descriptors and sizes included)."""
     log.commit(0, commit_info(), DVS, metadata(), add("a", dv=dv("DV1")), add("b%20c"), add("d", dv=dv("D1")))
     log.commit(1, remove("a", 5, dv=dv("DV1")), add("a", dv=dv("DV2")), remove("d", 6, dv=dv("D1")), add("d"))
     snap = DeltaTable.forPath(spark, log.path).snapshot()
@@ -148,6 +148,7 @@ def test_listed_adds_are_the_rows_a_read_collects_from_the_frame(spark, log):
             F.col("deletionVector").isNotNull().alias("hasDv"),
             F.col("deletionVector.cardinality").alias("deleted"),
             "deletionVector",
+            "size",
         )
         .collect()
     )
@@ -321,7 +322,7 @@ def test_a_corrupt_line_is_named_by_the_spark_path(spark, log):
     log.commit(0, protocol(), metadata(), add("a"))
     log.raw(
         "00000000000000000001.json",
-        '{"add": {"path": "b", "size": 1, "modificationTime": 1, "dataChange": true}}\n{"add": {\n',
+        '{"add": {\n{"add": {"path": "b", "size": 1, "modificationTime": 1, "dataChange": true}}\n',
     )
     snap = DeltaTable.forPath(spark, log.path).snapshot()
     assert snap._driver_replayed_rows is None

@@ -8,6 +8,7 @@ import pytest
 
 from deltaspark import (
     CorruptLogError,
+    DeletionVectorError,
     DeltaSparkError,
     DeltaTable,
     InvalidArgumentError,
@@ -178,7 +179,11 @@ def test_corrupt_line_in_protocol_scan_names_the_file(spark, log):
 @pytest.mark.connect
 def test_truncated_file_action_fails_the_query_with_the_file_named(spark, log):
     log.commit(0, protocol(), metadata(), add("a"), txn("app", 1))
-    log.raw("00000000000000000001.json", '{"add":{"path":"b","size":1\n{"txn":{"appId":"x","vers\n')
+    # Lines damaged in the middle of the file (a torn last line fails the load: `torn_writes`).
+    log.raw(
+        "00000000000000000001.json",
+        '{"add":{"path":"b","size":1\n{"txn":{"appId":"x","vers\n{"commitInfo":{}}\n',
+    )
     snap = DeltaTable.forPath(spark, log.path).snapshot()  # protocol and metadata are intact
     for query in (
         lambda: snap.files().collect(),
@@ -221,3 +226,19 @@ def test_missing_sidecar_is_named(spark, log):
     (log.log / "00000000000000000000.json").unlink()  # nothing but the checkpoint describes version 0
     with pytest.raises(CorruptLogError, match="sidecar"):
         DeltaTable.forPath(spark, log.path).snapshot()
+
+
+def test_a_quoted_source_line_is_not_taken_for_the_message():
+    """A Python worker's traceback quotes the line that raised, whose text holds the message's
+    template: the message is the exception's own line."""
+    from deltaspark.spark_errors import translate
+
+    text = (
+        "Traceback (most recent call last):\n"
+        '    raise DeletionVectorError(f"deltaspark: deletion vector {where}: {reason}")\n'
+        "deltaspark.errors.DeletionVectorError: deltaspark: deletion vector inline of data file a.parquet: "
+        "checksum mismatch"
+    )
+    error = translate(RuntimeError(text))
+    assert isinstance(error, DeletionVectorError)
+    assert str(error) == "deletion vector inline of data file a.parquet: checksum mismatch"

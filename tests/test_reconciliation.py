@@ -9,7 +9,7 @@ import time
 import pytest
 from chispa import assert_df_equality
 
-from deltaspark import DeltaTable
+from deltaspark import CorruptLogError, DeltaTable
 from tests.conftest import DRIVER_REPLAY_CONF, replay_plan
 from tests.log_builder import add, commit_info, domain, dv, metadata, protocol, remove, txn
 
@@ -92,11 +92,63 @@ def test_dv_unique_id_includes_storage_type_and_offset(spark, log, replay):
     assert live(table(spark, log)) == []
 
 
-def test_only_the_newest_add_per_path_is_live(spark, log, replay):
-    """The protocol's snapshot has unique path keys among adds: the newest (path, dvId) pair."""
-    log.commit(0, DV_PROTOCOL, metadata(), add("f", dv=dv("OLD")))
-    log.commit(1, add("f", dv=dv("NEW")))  # (illegal) re-add without removing the old DV
-    assert live(table(spark, log)) == [("f", "NEW")]
+def two_live_adds_failure(snap, plan: str) -> str:
+    """The failure of reading a state where a path has two live adds: lazy (Spark names it) from
+    `files()` under Spark's plans, eager from the driver's replay; a `CorruptLogError` from an
+    eager operation either way."""
+    if plan == "driver":
+        with pytest.raises(CorruptLogError):
+            snap.files()
+    else:
+        with pytest.raises(Exception) as lazy:  # noqa: PT011 - a Spark error carrying deltaspark's message
+            snap.files().collect()
+        assert "deltaspark: corrupt Delta log file" in str(lazy.value)
+    with pytest.raises(CorruptLogError) as eager:
+        snap.summary()
+    return str(eager.value)
+
+
+@pytest.mark.parametrize("first_dv, second_dv", [("OLD", None), ("OLD", "NEW"), (None, "NEW")])
+def test_a_path_with_two_live_adds_is_named(spark, log, plan, first_dv, second_dv):
+    """The protocol keys logical files by (path, DV id): a file added again under another DV id
+    without a `remove` of the old one leaves two live logical files of one data file, whose rows
+    would be read twice (or, keeping one add, deleted rows come back). Neither is an answer."""
+    log.commit(0, DV_PROTOCOL, metadata(), add("other"))
+    log.commit(1, add("f", dv=dv(first_dv) if first_dv else None))
+    log.commit(2, add("f", dv=dv(second_dv) if second_dv else None))
+    message = two_live_adds_failure(table(spark, log), plan)
+    assert "00000000000000000002.json" in message and "the data file f " in message
+    assert "at version 2" in message and "add at version 1" in message
+    first = f"deletion vector u{first_dv}@1" if first_dv else "no deletion vector"
+    assert first in message
+    # Removing the old logical file makes the log valid again.
+    log.commit(3, remove("f", NOW, dv=dv(first_dv) if first_dv else None))
+    assert live(table(spark, log)) == [("f", second_dv), ("other", None)]
+
+
+@pytest.mark.parametrize("plan", ["driver", "union"], indirect=True)
+def test_a_checkpoint_holding_two_adds_of_one_path_is_named(spark, log, plan):
+    """A checkpoint another engine wrote from such a state holds both adds. The driver's replay and
+    the union plan rank the checkpoint's rows too; the broadcast plan takes a checkpoint as
+    reconciled (ranking it would shuffle all of it), and the audit's checks find it there."""
+    log.commit(0, DV_PROTOCOL, metadata(), add("f", dv=dv("D0")))
+    log.commit(1, add("f"))
+    log.classic_checkpoint(1, [DV_PROTOCOL, metadata(), add("f", dv=dv("D0")), add("f")])
+    log.commit(2, add("g"))
+    message = two_live_adds_failure(table(spark, log), plan)
+    assert "the data file f is added at version 1" in message and "add at version 1" in message
+
+
+def test_a_checkpointed_add_never_removed_is_named(spark, log, plan):
+    """The same rule across a checkpoint and its tail (the broadcast plan matches them by path)."""
+    log.commit(0, DV_PROTOCOL, metadata(), add("g", dv=dv("G0")), add("h"))
+    log.classic_checkpoint(0, [DV_PROTOCOL, metadata(), add("g", dv=dv("G0")), add("h")])
+    log.commit(1, add("h", size=5))  # the same key again: a stats update, valid
+    log.commit(2, add("g"))  # g without its DV, the DV'd add never removed
+    message = two_live_adds_failure(table(spark, log), plan)
+    assert "the data file g is added at version 2 (no deletion vector)" in message
+    assert "add at version 0 (deletion vector uG0@1)" in message
+    assert live(table(spark, log, version=1)) == [("g", "G0"), ("h", None)]
 
 
 def test_recommitted_add_updates_stats(spark, log, replay):
@@ -261,14 +313,17 @@ def test_join_key_is_equal_exactly_when_canonical_paths_are(spark, root):
 
 
 def test_checkpoint_plus_tail_with_deletion_vectors(spark, log, plan):
-    log.commit(0, DV_PROTOCOL, metadata(), add("f"), add("g"))
+    log.commit(0, DV_PROTOCOL, metadata(), add("f"), add("g"), add("h", dv=dv("H1")))
     log.commit(1, remove("f", NOW), add("f", dv=dv("D1")))
-    log.classic_checkpoint(1, [DV_PROTOCOL, metadata(), add("f", dv=dv("D1")), add("g"), remove("f", NOW)])
+    log.classic_checkpoint(
+        1, [DV_PROTOCOL, metadata(), add("f", dv=dv("D1")), add("g"), add("h", dv=dv("H1")), remove("f", NOW)]
+    )
     log.commit(2, remove("f", NOW, dv=dv("D1")), add("f", dv=dv("D2")))
-    log.commit(3, add("g", dv=dv("G1")))  # (illegal) newer add of g without removing the old one
+    log.commit(3, remove("g", NOW), add("g", dv=dv("G1")))
+    log.commit(4, add("h", dv=dv("H2")), remove("h", NOW, dv=dv("H2")))  # a tail key of h removed
     snap = table(spark, log)
-    assert live(snap) == [("f", "D2"), ("g", "G1")]
-    assert tombs(snap) == [("f", None), ("f", "D1")]
+    assert live(snap) == [("f", "D2"), ("g", "G1"), ("h", "H1")]
+    assert tombs(snap) == [("f", None), ("f", "D1"), ("g", None), ("h", "H2")]
 
 
 def test_tombstones_expire_by_deleted_file_retention(spark, log, replay):

@@ -163,7 +163,8 @@ def test_driver_and_spark_agree_on_an_evolving_hand_built_log(spark, log):
 @pytest.mark.skipif(CONNECT, reason="classic sessions only")
 def test_a_corrupt_commit_is_still_named_by_the_spark_path(spark, log):
     log.commit(0, commit_info(), protocol(), metadata())
-    log.raw("00000000000000000001.json", '{"protocol": {"minReaderVersion": 1, \n')
+    # Not the last line, which a torn-write check reads on the driver itself (`torn_writes`).
+    log.raw("00000000000000000001.json", '{"protocol": {"minReaderVersion": 1, \n{"commitInfo": {}}\n')
     storage = HadoopStorage(spark)
     segment = plan_segment(storage, log.path)
     assert small_log.eligible(_pm_files(segment), False)

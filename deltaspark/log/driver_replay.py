@@ -8,7 +8,9 @@ of `reconciliation`:
 
 - the newest action per logical file `(canonical path, deletionVector.uniqueId)` wins, and within
   one version a `remove` beats an `add`;
-- of the surviving adds, the newest per path (then the greatest DV id) remains.
+- a path with two surviving adds is a damaged log: `CorruptLogError` naming the path and both
+  versions, as Spark's plans name it (two adds inside one checkpoint too, which the broadcast plan
+  takes as reconciled).
 
 The result is a `LocalRelation` with the columns of `reconciliation.file_action_rows`. Its `add`
 and `remove` structs are parsed by Spark's `from_json` from the typed actions, so every later
@@ -32,16 +34,24 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DataType, LongType, StringType, StructField, StructType
 
-from deltaspark.errors import DeltaSparkError
+from deltaspark.errors import CorruptLogError, DeltaSparkError
 from deltaspark.features.deletion_vectors import dv_unique_id_of
 from deltaspark.log import action_schemas as schemas
+from deltaspark.log.checkpoint_check import decode_parquet
 from deltaspark.log.files import LogFile
 from deltaspark.log.paths import path_key
+from deltaspark.log.reconciliation import TWO_LIVE_ADDS, dv_description
 from deltaspark.log.segment import LogSegment
 from deltaspark.log.segment_cache import SegmentCache
-from deltaspark.log.typed_json import LINE_BREAK, UnclearError, json_object, parquet_actions, typed
+from deltaspark.log.typed_json import (
+    UnclearError,
+    UnreadableParquetError,
+    json_object,
+    parquet_actions,
+    typed,
+)
 from deltaspark.spark_compat import conf_get, local_frame
-from deltaspark.storage import Storage
+from deltaspark.storage import LINE_BREAK, Storage
 
 MAX_BYTES_CONF = "spark.deltaspark.replay.driverMaxBytes"
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
@@ -85,21 +95,27 @@ class FileState:
             self.chars += len(action)
             self.entries[key] = (version, is_add, action)
 
+    def two_live_adds(self) -> tuple[tuple[int, str, str], tuple[int, str, str]] | None:
+        """Two live adds of one path (different DV ids), as `(version, dv id, action)`, newer
+        first: a damaged log (`reconciliation.TWO_LIVE_ADDS`); None when there are none."""
+        if not self.deletion_vectors:
+            return None  # every key has the empty DV id: a path is a key
+        added: dict[str, tuple[int, str, str]] = {}
+        for (path, dv_id), (version, is_add, action) in self.entries.items():
+            if not is_add:
+                continue
+            if path in added:
+                pair = sorted([added[path], (version, dv_id, action)], reverse=True)
+                return pair[0], pair[1]
+            added[path] = (version, dv_id, action)
+        return None
+
     def rows(self) -> list[tuple[int, bool, str, str, str | None, str | None]]:
         """The reconciled rows, in `FRAME_SCHEMA` order."""
-        newest_add: dict[str, tuple[int, str]] = {}
-        if self.deletion_vectors:
-            for (path, dv_id), (version, is_add, _) in self.entries.items():
-                if is_add and (path not in newest_add or (version, dv_id) > newest_add[path]):
-                    newest_add[path] = (version, dv_id)
-        rows = []
-        for (path, dv_id), (version, is_add, action) in self.entries.items():
-            if is_add and self.deletion_vectors and newest_add[path] != (version, dv_id):
-                continue
-            rows.append(
-                (version, is_add, path, dv_id, action if is_add else None, None if is_add else action)
-            )
-        return rows
+        return [
+            (version, is_add, path, dv_id, action if is_add else None, None if is_add else action)
+            for (path, dv_id), (version, is_add, action) in self.entries.items()
+        ]
 
 
 def max_bytes(spark: SparkSession) -> int:
@@ -138,11 +154,38 @@ def file_state(
         newer = [*(segment.checkpoint.files if segment.checkpoint else ()), *segment.tail_files]
     if weighted_bytes(newer) > limit:
         return None
-    state = replay(storage, segment, table_root, deletion_vectors, held, newer)
+    try:
+        state = replay(storage, segment, table_root, deletion_vectors, held, newer)
+    except UnreadableParquetError as exc:
+        # Damage, or a page pyarrow cannot decode: `CorruptLogError` naming the part when Spark
+        # cannot decode it either, else Spark's replay reads it.
+        decode_parquet(spark, [exc.path])
+        return None
     if state is None or state.chars > limit:
         return None
+    pair = state.two_live_adds()
+    if pair is not None:
+        (version, dv_id, action), (other_version, other_dv, _) = pair
+        path = json.loads(action)["path"]
+        reason = TWO_LIVE_ADDS % (
+            path,
+            version,
+            dv_description(dv_id),
+            other_version,
+            dv_description(other_dv),
+        )
+        raise CorruptLogError(_log_file(segment, version), reason)
     _states.store(segment, state)
     return state
+
+
+def _log_file(segment: LogSegment, version: int) -> str:
+    """The log file of `segment` an action of `version` came from (for errors)."""
+    for f in segment.tail_files:
+        if f.version == version:
+            return f.path
+    assert segment.checkpoint is not None
+    return segment.checkpoint.files[0].path
 
 
 def clear_cache() -> None:
@@ -173,6 +216,8 @@ def replay(
                         raise UnclearError  # a damaged checkpoint: Spark's replay shows it as written
                     checkpoint_keys.add(key)
                 state.apply(version, is_add, key, action)
+    except UnreadableParquetError:
+        raise
     except (UnclearError, DeltaSparkError):
         return None  # the Spark path reads these files again and reports what is wrong
     return state
@@ -185,7 +230,11 @@ def _file_actions(
         data = storage.read_bytes(f.path)
         if data is None:
             raise UnclearError  # vanished since listing
-        for add, remove in _parquet_rows(data):
+        try:
+            rows = list(_parquet_rows(data))
+        except UnreadableParquetError as exc:
+            raise UnreadableParquetError(exc.reason, f.path) from None
+        for add, remove in rows:
             yield from _file_action(add, remove, root, deletion_vectors)
         return
     text = storage.read_text(f.path)
@@ -224,7 +273,7 @@ def _parquet_rows(data: bytes) -> Iterator[tuple[Any, Any]]:
 
 def listed_adds(state: FileState) -> list[Row]:
     """The live files of `state` as a read collects them from `reconciled_frame` (`path`, `hasDv`,
-    `deleted`, `deletionVector`), without building the frame: the typed actions are what Spark's
+    `deleted`, `deletionVector`, `size`), without building the frame: the typed actions are what Spark's
     `from_json` parses them to, so the rows are the same."""
     dv_fields = schemas.ADD["deletionVector"].dataType.fieldNames()  # type: ignore[attr-defined]
     listed = []
@@ -235,7 +284,15 @@ def listed_adds(state: FileState) -> list[Row]:
         dv = add.get("deletionVector")
         descriptor = None if dv is None else Row(**{name: dv.get(name) for name in dv_fields})
         deleted = None if dv is None else dv.get("cardinality")
-        listed.append(Row(path=add["path"], hasDv=dv is not None, deleted=deleted, deletionVector=descriptor))
+        listed.append(
+            Row(
+                path=add["path"],
+                hasDv=dv is not None,
+                deleted=deleted,
+                deletionVector=descriptor,
+                size=add.get("size"),
+            )
+        )
     return listed
 
 

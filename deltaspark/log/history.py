@@ -19,10 +19,12 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from deltaspark.log import torn_writes
 from deltaspark.log.commit_timestamps import MISSING_ICT, InCommitTimestamps, monotonic_file_times
 from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.replay import read_json_actions
 from deltaspark.spark_errors import CORRUPT_LOG, own_error
+from deltaspark.storage import Storage
 
 _STRINGS = MapType(StringType(), StringType())
 
@@ -62,13 +64,20 @@ COMMIT_INFO = StructType(
 
 
 def history_frame(
-    spark: SparkSession, listing: Sequence[LogFile], ict: InCommitTimestamps, limit: int | None = None
+    spark: SparkSession,
+    listing: Sequence[LogFile],
+    ict: InCommitTimestamps,
+    limit: int | None = None,
+    storage: Storage | None = None,
 ) -> DataFrame:
-    """One row per commit file (newest first): version, timestamp, the commitInfo fields."""
+    """One row per commit file (newest first): version, timestamp, the commitInfo fields. With
+    `storage`, each commit read is first checked for a torn last line (`torn_writes`)."""
     commits = sorted((f for f in listing if f.kind is LogFileKind.COMMIT), key=lambda f: f.version)
     file_times = monotonic_file_times(commits)
     if limit is not None:
         commits = commits[-limit:] if limit > 0 else []
+    if storage is not None:
+        torn_writes.check_files(spark, storage, commits)
     base = spark.createDataFrame(
         [(c.version, file_times[c.version], c.path) for c in commits],
         StructType(
@@ -82,7 +91,17 @@ def history_frame(
     if not commits:
         info = spark.createDataFrame([], "version long, commitInfo string")
     else:
-        info = read_json_actions(spark, commits, ["commitInfo"]).select("version", "commitInfo")
+        # One commitInfo per commit: a line written twice is one; two that differ are damage.
+        lines = read_json_actions(spark, commits, ["commitInfo"])
+        info = lines.groupBy("version").agg(
+            F.min("commitInfo").alias("_info"),
+            F.count_distinct("commitInfo").alias("_kinds"),
+            F.first("file").alias("_file"),
+        )
+        twice = own_error(CORRUPT_LOG, F.col("_file"), "the commit holds two different `commitInfo` actions")
+        info = info.select(
+            "version", F.when(F.col("_kinds") > 1, twice).otherwise(F.col("_info")).alias("commitInfo")
+        )
     joined = base.join(info, "version", "left").withColumn("ci", F.from_json("commitInfo", COMMIT_INFO))
     stamp_ms = F.col("fileTimestampMs")
     if ict.enabled:

@@ -22,6 +22,8 @@ from pyspark.sql.types import StructType
 from deltaspark.log.action_schemas import CORRUPT_RECORD, action_schema
 from deltaspark.log.files import LogFile
 from deltaspark.spark_compat import read_paths
+from deltaspark.spark_errors import raise_translated
+from deltaspark.storage import STRICT_READ_OPTIONS
 
 # How a line is selected before parsing (also by `small_log`, which must select the same lines):
 # its action key, by a Java regex; file actions, as every writer spells them, by their prefix.
@@ -29,17 +31,6 @@ ACTION_KEY = r'^\s*\{\s*"([A-Za-z_][A-Za-z0-9_]*)"\s*:'
 FILE_ACTION_PREFIXES = ('{"add":', '{"remove":')
 _COMPACTION_NAME = r"^\d{20}\.(\d{20})\.compacted\.json$"
 _VERSION_PREFIX = r"^(\d{20})\."
-
-# A corrupt or missing log file must fail the read, whatever the session says about data files.
-# On the local filesystem, Hadoop's client-side `.<name>.crc` files are bypassed: tools that edit
-# a log by hand leave them stale, and they are no part of the Delta protocol (delta-rs ignores them
-# too). Content is still validated: every line must parse as an action.
-_STRICT = {
-    "ignoreCorruptFiles": "false",
-    "ignoreMissingFiles": "false",
-    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
-    "fs.file.impl.disable.cache": "true",
-}
 
 
 def _version_from_name(name: Column) -> Column:
@@ -95,7 +86,7 @@ def read_json_actions(
     wanted = [f.name for f in schema.fields if f.name != CORRUPT_RECORD]
     paths = [f.path for f in files]
     if select_lines:
-        lines = read_paths(spark, spark.read.options(**_STRICT), "text", paths).select(
+        lines = read_paths(spark, spark.read.options(**STRICT_READ_OPTIONS), "text", paths).select(
             "value",
             F.col("_metadata.file_path").alias("file"),
             F.col("_metadata.file_name").alias("name"),
@@ -118,7 +109,7 @@ def read_json_actions(
         source = lines
     else:
         reader = (
-            spark.read.options(**_STRICT)
+            spark.read.options(**STRICT_READ_OPTIONS)
             .options(columnNameOfCorruptRecord=CORRUPT_RECORD, mode="PERMISSIVE")
             .schema(schema)
         )
@@ -149,7 +140,9 @@ def read_parquet_actions(
 ) -> DataFrame:
     """Actions of parquet checkpoint files or sidecars, all belonging to one checkpoint `version`."""
     paths = [f if isinstance(f, str) else f.path for f in files]
-    return read_paths(spark, spark.read.options(**_STRICT).schema(schema), "parquet", paths).select(
+    return read_paths(
+        spark, spark.read.options(**STRICT_READ_OPTIONS).schema(schema), "parquet", paths
+    ).select(
         F.lit(version).cast("long").alias("version"),
         F.col("_metadata.file_path").alias("file"),
         "*",
@@ -170,7 +163,7 @@ def count_actions_bound(
     totals = dict.fromkeys(["actions", *kinds], 0)
     frames = []
     if parquet:
-        reader = spark.read.options(**_STRICT).schema(action_schema(kinds))
+        reader = spark.read.options(**STRICT_READ_OPTIONS).schema(action_schema(kinds))
         rows = read_paths(spark, reader, "parquet", parquet)
         frames.append(rows.agg(F.count(F.lit(1)).alias("actions"), *[F.count(k).alias(k) for k in kinds]))
     if json:
@@ -178,7 +171,7 @@ def count_actions_bound(
         line = F.trim(value) != ""
         other = line & ~_file_action_line(value)
         key = F.regexp_extract(value, ACTION_KEY, 1)
-        lines = read_paths(spark, spark.read.options(**_STRICT), "text", json)
+        lines = read_paths(spark, spark.read.options(**STRICT_READ_OPTIONS), "text", json)
         frames.append(
             lines.agg(
                 F.count(F.when(line, 1)).alias("actions"),
@@ -193,8 +186,13 @@ def count_actions_bound(
 
 
 def parquet_file_schema(spark: SparkSession, path: str) -> StructType:
-    """The schema a parquet log file was written with (its footer), read under the same options."""
-    return spark.read.options(**_STRICT).parquet(path).schema
+    """The schema a parquet log file was written with (its footer), read under the same options.
+    An unreadable footer is a `CorruptLogError` naming the file (and, for a sidecar, its checkpoint)."""
+    try:
+        return spark.read.options(**STRICT_READ_OPTIONS).parquet(path).schema
+    except Exception as exc:
+        raise_translated(exc, spark, path)
+        raise  # unreachable: raise_translated always raises
 
 
 def read_checkpoint_actions(

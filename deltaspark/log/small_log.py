@@ -19,7 +19,14 @@ from typing import Any
 from deltaspark.log import action_schemas as schemas
 from deltaspark.log.files import LogFile
 from deltaspark.log.replay import ACTION_KEY, FILE_ACTION_PREFIXES
-from deltaspark.log.typed_json import LINE_BREAK, UnclearError, json_object, parquet_actions, typed
+from deltaspark.log.typed_json import (
+    UnclearError,
+    UnreadableParquetError,
+    json_object,
+    parquet_actions,
+    typed,
+)
+from deltaspark.storage import LINE_BREAK
 
 # Segments above these stay on Spark: the driver only ever reads a few small files.
 MAX_FILES = 64
@@ -77,14 +84,19 @@ def checkpoint_protocol_and_metadata(
 ) -> dict[str, Any] | None:
     """The protocol, metaData and sidecars of a parquet checkpoint's parts, as the Spark path's
     one-row frame has them; `None` when unclear (two protocols, a row the Spark path's filter
-    would treat otherwise, a column typed otherwise than the schema)."""
+    would treat otherwise, a column typed otherwise than the schema). `UnreadableParquetError`
+    (naming the part) when a part's pages do not decode."""
     found: dict[str, tuple[Any, str]] = {}
     sidecars: list[dict[str, Any]] = []
     try:
         for f, data in zip(files, parts, strict=True):
             if data is None:
                 return None
-            for row in parquet_actions(data, _CHECKPOINT_KINDS):
+            try:
+                rows = list(parquet_actions(data, _CHECKPOINT_KINDS))
+            except UnreadableParquetError as exc:
+                raise UnreadableParquetError(exc.reason, f.path) from None
+            for row in rows:
                 for kind, value in row.items():
                     if value is None:
                         continue
@@ -97,6 +109,8 @@ def checkpoint_protocol_and_metadata(
                         return None  # two different values in one checkpoint
                     else:
                         found[kind] = (value, f.path)
+    except UnreadableParquetError:
+        raise
     except UnclearError:
         return None
     return {

@@ -14,7 +14,6 @@ differs only in case (Spark matches names case-insensitively), is unclear.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,11 +29,20 @@ from pyspark.sql.types import (
 )
 
 _RANGES = {IntegerType: (-(2**31), 2**31 - 1), LongType: (-(2**63), 2**63 - 1)}
-LINE_BREAK = re.compile(r"\r\n|\r|\n")  # how Hadoop's line reader splits a log file
 
 
 class UnclearError(Exception):
     """A value Spark might read otherwise than its plain JSON meaning: the Spark path decides."""
+
+
+class UnreadableParquetError(UnclearError):
+    """A parquet log file whose footer reads but whose pages pyarrow cannot decode. Unclear too (a
+    pyarrow limitation, or damage): a caller that can asks Spark to decode the file (`path`, set by
+    the caller that knows it) before it calls the file damaged."""
+
+    def __init__(self, reason: str, path: str = "") -> None:
+        super().__init__(reason)
+        self.reason, self.path = reason, path
 
 
 def json_object(line: str) -> dict[str, Any]:
@@ -91,7 +99,9 @@ def typed(value: Any, data_type: DataType) -> Any:
 
 def parquet_actions(data: bytes, kinds: dict[str, StructType]) -> Iterator[dict[str, Any]]:
     """Each row of a parquet checkpoint part, as `{kind: typed value or None}` for `kinds`
-    (action name -> schema). `add.stats_parsed` is unclear too: the Spark path conforms it."""
+    (action name -> schema). `add.stats_parsed` is unclear too: the Spark path conforms it. Every
+    column is decoded, wanted or not, so a part with a page that does not decode is never read as
+    valid: `UnreadableParquetError`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -111,9 +121,13 @@ def parquet_actions(data: bytes, kinds: dict[str, StructType]) -> Iterator[dict[
             if not arrow_matches(arrow_type, kinds[name]):
                 raise UnclearError
             columns.append(name)
+    try:
+        table = parquet.read()
+    except Exception as exc:  # pyarrow's OSError / ArrowException: a page that does not decode
+        raise UnreadableParquetError(f"a page does not decode ({exc})") from None
     if not columns:
         return
-    for row in parquet.read(columns=columns).to_pylist():
+    for row in table.select(columns).to_pylist():
         yield {kind: typed(_as_json(row.get(kind), kinds[kind]), kinds[kind]) for kind in kinds}
 
 

@@ -26,7 +26,7 @@ from deltaspark.log.action_schemas import DELETION_VECTOR
 from deltaspark.log.commit_timestamps import in_commit_timestamps, monotonic_file_times
 from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.paths import canonical_path
-from deltaspark.log.replay import read_json_actions
+from deltaspark.log.replay import keep_actions, read_json_actions
 from deltaspark.read.scan import TableReader, deleted_rows, deletion_key, read_files
 
 ENABLE_KEY = "delta.enableChangeDataFeed"
@@ -123,8 +123,10 @@ def read_changes(start_snapshot: Any, latest: Any, listing: list[LogFile]) -> Da
     reader = TableReader(latest)
     root = latest.tableRoot
     actions = read_json_actions(spark, commits, ["add", "remove", "cdc"], select_lines=False)
+    # Filters keep corrupt lines (`keep_actions`), whose `version` fails naming the commit: this
+    # eager scan of every line in the range, or the lazy read of the rows, never drops one.
     cdc_versions = [
-        r[0] for r in actions.where(F.col("cdc").isNotNull()).select("version").distinct().collect()
+        r[0] for r in keep_actions(actions, F.col("cdc").isNotNull()).select("version").distinct().collect()
     ]
     without_cdc = ~F.col("version").isin(cdc_versions) if cdc_versions else F.lit(True)
 
@@ -144,8 +146,8 @@ def read_changes(start_snapshot: Any, latest: Any, listing: list[LogFile]) -> Da
     # Other commits: adds and removes paired per file, so that a DV change yields only the rows it changes.
     def side(kind: str, alias: str) -> DataFrame:
         action = F.col(kind)
-        return actions.where(
-            without_cdc & action.isNotNull() & F.coalesce(action.getField("dataChange"), F.lit(True))
+        return keep_actions(
+            actions, without_cdc & action.isNotNull() & F.coalesce(action.getField("dataChange"), F.lit(True))
         ).select(
             "version",
             canonical_path(action.getField("path"), root).alias("_file"),

@@ -44,7 +44,7 @@ from deltaspark.features.row_tracking import materialized_columns, row_commit_ve
 from deltaspark.features.schema import drop_void_fields
 from deltaspark.features.type_widening import check_type_changes, has_type_changes, readable_type
 from deltaspark.log.paths import absolute_path, canonical_path, path_key
-from deltaspark.log.replay import _STRICT
+from deltaspark.log.replay import STRICT_READ_OPTIONS
 from deltaspark.spark_compat import check_python_workers, conf_get, local_frame, read_paths, spark_version
 
 log = logging.getLogger(__name__)
@@ -208,7 +208,7 @@ def deleted_rows(
         try:
             contents = (
                 spark.read.format("binaryFile")
-                .options(**_STRICT)
+                .options(**STRICT_READ_OPTIONS)
                 .load([escape_glob(loc) for loc in locations])
                 .select(canonical_path(F.col("path"), root).alias("location"), "content")
             )
@@ -345,6 +345,7 @@ def read_files(
                 F.col("deletionVector").isNotNull().alias("hasDv"),
                 F.col("deletionVector.cardinality").alias("deleted"),
                 "deletionVector",  # the descriptors, so that the deleted rows need no second replay
+                _size_of(_frame(files)),
             )
             .limit(limit + 1)
             .collect()
@@ -379,6 +380,49 @@ def read_files(
     return _read_native(
         snapshot, reader, files, listed, row_tracking, keep_row_index, extra, carry, with_dv, output
     )
+
+
+def _size_of(files: DataFrame) -> Column:
+    """The logged size of each file, where the file list has one (change data files have none)."""
+    return (F.col("size") if "size" in files.columns else F.lit(None).cast("long")).alias("size")
+
+
+def _check_sizes(storage: Any, frames: list[DataFrame], logged: dict[str, int | None]) -> None:
+    """The data files Spark is about to read are the ones the log describes: present, with their
+    logged sizes. Spark's parquet reader skips a file of 0 bytes as if it held no rows, and reads a
+    file replaced by another without a word, so a damaged file would read as a wrong answer.
+    Spark's own listing of the files (done already, for its scan) gives their total size in one
+    py4j call; only when it differs from the log's are the files looked at one by one, to name
+    the culprit. Without sizes in the log, or on Spark Connect, Spark's behaviour stands."""
+    if not logged or any(size is None for size in logged.values()):
+        return
+    try:
+        actual = sum(
+            int(
+                frame._jdf.queryExecution()
+                .analyzed()
+                .collectLeaves()
+                .head()
+                .relation()
+                .location()
+                .sizeInBytes()
+            )
+            for frame in frames
+        )
+    except Exception:  # Spark Connect, or a plan of another shape: no listing to compare
+        return
+    if actual == sum(size or 0 for size in logged.values()):
+        return
+    locations = list(logged)
+    for location, status in zip(locations, storage.statuses(locations), strict=True):
+        if status is None:
+            raise MissingDataFileError(location)
+        if status.size != logged[location]:
+            what = "is empty (0 bytes)" if status.size == 0 else f"has {status.size} bytes"
+            raise errors.CorruptDataFileError(
+                location,
+                f"the file {what} where the log records {logged[location]}: it was truncated or replaced",
+            )
 
 
 def _output_schema(
@@ -440,7 +484,7 @@ def _read_native(
         try:
             frame = read_paths(
                 spark,
-                spark.read.options(**_STRICT).schema(read_schema),
+                spark.read.options(**STRICT_READ_OPTIONS).schema(read_schema),
                 "parquet",
                 [escape_glob(p) for p in locations],
             )
@@ -453,6 +497,7 @@ def _read_native(
 
     groups = [[p for p, indexed in paths.items() if indexed is flag] for flag in (False, True)]
     parts = [scan(group, flag) for group, flag in zip(groups, (False, True), strict=True) if group]
+    _check_sizes(snapshot._storage, parts, {absolute_path(r["path"], root): r["size"] for r in listed})
     rows = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
     joined = bool(reader.partition_fields) or row_tracking or bool(carry) or (has_dvs and repeated)
