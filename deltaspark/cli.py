@@ -207,6 +207,8 @@ def cmd_cleanup(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     if args.json:
         print(json.dumps(result.asDict(), default=str, indent=2))
         return 0
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     if result.skipped:
         print(f"Nothing to delete: {result.skipped}")
         return 0

@@ -592,6 +592,13 @@ def test_rerunning_never_overwrites_and_never_moves_the_hint_backwards(spark, mi
     assert older.files == ["00000000000000000000.checkpoint.parquet"] and not older.lastCheckpointUpdated
     assert _last_checkpoint(mixed_table.root)["version"] == 2  # still the newest checkpoint
     assert "_deltaspark_tmp" not in _log_names(mixed_table.root)
+    # A hint naming a version without a checkpoint (delta-rs cannot open such a table) is moved.
+    mixed_table.last_checkpoint(7)
+    assert table.checkpoint(version=1).lastCheckpointUpdated
+    assert _last_checkpoint(mixed_table.root)["version"] == 1
+    from deltalake import DeltaTable as RsTable
+
+    assert RsTable(mixed_table.path).version() == 2
 
 
 @pytest.mark.parametrize("kind", ["multi-part", "v2"])

@@ -4,7 +4,9 @@ still loads - in deltaspark and in delta-rs."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import shutil
 import time
 import uuid
 
@@ -14,6 +16,7 @@ from deltaspark import DeltaTable, VersionNotFoundError
 from deltaspark.errors import UnsupportedWriterFeatureError
 from deltaspark.maintenance.log_cleanup import cleanup_log
 from deltaspark.storage import HadoopStorage
+from tests import damage
 from tests.log_builder import add, commit_info, metadata, protocol, remove
 
 DAY = 86_400_000
@@ -193,3 +196,141 @@ def test_cleanup_refuses_unknown_writer_features(spark, log):
     log.commit(1, remove("x", 1), mtime_ms=OLD + 1)
     with pytest.raises(UnsupportedWriterFeatureError, match="someFutureFeature"):
         DeltaTable.forPath(spark, log.path).cleanupLog(dryRun=True)
+
+
+# ---- the boundary checkpoint is proven usable before anything is deleted ------------------------
+
+
+V2 = protocol(3, 7, ["v2Checkpoint"], ["v2Checkpoint"])
+
+
+def _v2_state(version: int) -> tuple[list[dict], list[list[dict]]]:
+    adds = [add(f"f{v}") for v in range(version + 1)]
+    return [V2, metadata()], [adds[: len(adds) // 2], adds[len(adds) // 2 :]]
+
+
+def _classic_damage(log, kind: str) -> str:
+    """Damage checkpoint 8 (classic); returns what the warning must name."""
+    checkpoint = log.log / f"{8:020d}.checkpoint.parquet"
+    if kind == "truncated":
+        damage.truncate(checkpoint)
+    elif kind == "garbage":
+        damage.garbage(checkpoint)
+    elif kind == "pages":
+        damage.damage_pages(checkpoint)
+    elif kind == "no metaData":
+        log.classic_checkpoint(8, [protocol(), *_state(8)[2:]])
+    elif kind == "_last_checkpoint disagrees":
+        log.last_checkpoint(8, size=11, numOfAddFiles=3)  # the checkpoint holds 9 adds
+        return "numOfAddFiles=3"
+    return checkpoint.name
+
+
+def _v2_damage(log, kind: str) -> str:
+    """Damage a sidecar of checkpoint 8 (V2, JSON top-level file)."""
+    (top,) = log.log.glob(f"{8:020d}.checkpoint.*.json")
+    lines = [json.loads(line) for line in top.read_text().splitlines()]
+    sidecar = log.log / "_sidecars" / [a["sidecar"]["path"] for a in lines if "sidecar" in a][-1]
+    if kind == "sidecar missing":
+        sidecar.unlink()
+    elif kind == "sidecar truncated":
+        damage.truncate(sidecar)
+    elif kind == "sidecar pages":
+        damage.damage_pages(sidecar)
+    return sidecar.name
+
+
+# The cleanup's Spark jobs are the same on both Spark lines: these run in the 3.5 suite, the shorter.
+@pytest.mark.one_suite("3.5")
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "truncated",
+        "garbage",
+        "pages",
+        "no metaData",
+        "_last_checkpoint disagrees",
+        "sidecar missing",
+        "sidecar truncated",
+        "sidecar pages",
+    ],
+)
+def test_a_checkpoint_that_cannot_be_read_is_never_the_boundary(spark, log, kind):
+    """Cleanup deletes the commits a boundary checkpoint replaces, after which nothing can pass over
+    it: a boundary that is not all readable - whichever byte is damaged - would lose the table.
+    Such a checkpoint is passed over, named in a warning, for the older one."""
+    v2 = kind.startswith("sidecar")
+    log.commit(0, V2 if v2 else protocol(), metadata(), add("f0"), mtime_ms=OLD)
+    for v in range(1, 13):
+        log.commit(v, add(f"f{v}"), mtime_ms=OLD + v * 1000 if v < 10 else NOW)
+    for version in (5, 8):
+        if v2:
+            log.v2_checkpoint(version, *_v2_state(version))
+        else:
+            log.classic_checkpoint(version, _state(version))
+    table = DeltaTable.forPath(spark, log.path)
+    expected = {v: sorted(r["path"] for r in table.snapshot(version=v).files().collect()) for v in (5, 8, 12)}
+    named = (_v2_damage if v2 else _classic_damage)(log, kind)
+
+    result = table.cleanupLog(dryRun=False)
+    assert result.checkpointVersion == 5, result.warnings
+    assert len(result.warnings) == 1 and "checkpoint 8" in result.warnings[0] and named in result.warnings[0]
+    assert {f"{v:020d}.json" for v in range(5, 13)} <= _names(log)
+    for version, paths in expected.items():
+        files = DeltaTable.forPath(spark, log.path).snapshot(version=version).files()
+        if kind == "sidecar pages" and version >= 8:
+            # Its size is right, so reads use the checkpoint (a load reads no sidecar) and fail naming it.
+            with pytest.raises(Exception, match=named):  # noqa: PT011 - Spark's FAILED_READ_FILE
+                files.collect()
+            continue
+        assert sorted(r["path"] for r in files.collect()) == paths
+    # delta-rs does not pass over a damaged checkpoint; the versions before it are intact for it too.
+    from deltalake import DeltaTable as RsTable
+
+    assert len(RsTable(log.path, version=7).file_uris()) == 8
+
+
+def test_a_real_table_whose_only_checkpoint_is_damaged_keeps_every_commit(
+    spark, conformance, tmp_path, capsys
+):
+    table = tmp_path / "basic-with-checkpoint"
+    shutil.copytree(conformance / "basic-with-checkpoint", table)
+    log_dir = table / "_delta_log"
+    for f in log_dir.iterdir():
+        _set_mtime(f, OLD)
+    (checkpoint,) = log_dir.glob("*.checkpoint.parquet")
+    damage.damage_pages(checkpoint)
+    names = sorted(os.listdir(log_dir))
+    result = DeltaTable.forPath(spark, str(table)).cleanupLog(dryRun=False)
+    assert result.files == [] and result.checkpointVersion is None
+    assert "no usable checkpoint" in result.skipped
+    assert checkpoint.name in result.warnings[0] and sorted(os.listdir(log_dir)) == names
+    from deltaspark.cli import main
+
+    assert main(["cleanup", str(table)]) == 0  # the command line says so too, on stderr
+    printed = capsys.readouterr()
+    assert "Nothing to delete" in printed.out and "warning: checkpoint 10" in printed.err
+    assert checkpoint.name in printed.err and sorted(os.listdir(log_dir)) == names
+
+
+@pytest.mark.one_suite("3.5")
+def test_every_conformance_checkpoint_is_proven_usable(spark, conformance):
+    """No false alarm: every complete checkpoint of the conformance tables passes the proof, with
+    `_last_checkpoint`'s counts where it describes it (real writers' conventions for `size`)."""
+    from deltaspark.log.checkpoint_check import verify_checkpoint
+    from deltaspark.log.listing import list_log_files, read_last_checkpoint
+    from deltaspark.log.segment import complete_checkpoints
+
+    storage = HadoopStorage(spark)
+    checked = 0
+    for table in sorted(conformance.iterdir()):
+        if not (table / "_delta_log").is_dir() or table.name.startswith("300k"):  # 300k: no checkpoint
+            continue
+        log_dir = str(table / "_delta_log")
+        listing = list_log_files(storage, log_dir) or []
+        last = read_last_checkpoint(storage, log_dir)
+        for checkpoint in complete_checkpoints(listing).values():
+            contents = verify_checkpoint(spark, storage, checkpoint, last)
+            assert contents.actions >= 2, (table.name, checkpoint.version)
+            checked += 1
+    assert checked >= 20

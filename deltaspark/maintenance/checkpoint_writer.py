@@ -61,9 +61,10 @@ from deltaspark.features.stats import parse_stats_json
 from deltaspark.log import action_schemas as schemas
 from deltaspark.log.json_checksum import checksum_of
 from deltaspark.log.last_checkpoint import LAST_CHECKPOINT_NAME
-from deltaspark.log.listing import read_last_checkpoint
+from deltaspark.log.listing import list_log_files, read_last_checkpoint
 from deltaspark.log.reconciliation import JOIN_KEY, file_key
 from deltaspark.log.replay import count_actions_bound
+from deltaspark.log.segment import complete_checkpoints
 from deltaspark.spark_compat import is_connect
 from deltaspark.spark_errors import eager
 from deltaspark.storage import FileStatus, Storage, join_path
@@ -631,11 +632,19 @@ def _write_v2(
 def _write_last_checkpoint(
     storage: Storage, log_dir: str, staging: str, result: CheckpointResult, v2_top: FileStatus | None
 ) -> bool:
-    """Point `_last_checkpoint` at the new checkpoint unless it already points at a newer one."""
+    """Point `_last_checkpoint` at the new checkpoint unless it already points at a newer one that
+    exists (a hint naming a checkpoint that is not there breaks readers that trust it: delta-rs)."""
     current = read_last_checkpoint(storage, log_dir)
     if current is not None and current.version > result.version:
-        log.info("_last_checkpoint already points at version %d; leaving it", current.version)
-        return False
+        newer = list_log_files(storage, log_dir, from_version=current.version) or []
+        if current.version in complete_checkpoints(newer):
+            log.info("_last_checkpoint already points at version %d; leaving it", current.version)
+            return False
+        log.warning(
+            "_last_checkpoint names version %d, which has no complete checkpoint: pointing it at %d",
+            current.version,
+            result.version,
+        )
     document: dict[str, Any] = {
         "version": result.version,
         "size": result.numActions,

@@ -97,6 +97,9 @@ def _print_summary(results: list[dict[str, Any]]) -> None:
             f"{r['path'].ljust(width)}  ok       {r['version']:>7}  {r['commitsSinceCheckpoint']:>5}  "
             f"{written:<22}  {cleaned:>7}  {vacuumed:>8}  {r['seconds']:>7}"
         )
+    for r in results:
+        for warning in (r.get("cleanup") or {}).get("warnings") or []:
+            print(f"warning: {r['path']}: {warning}")
     failed = sum(r["status"] != "ok" for r in results)
     print(f"{len(results)} table(s): {len(results) - failed} ok, {failed} failed")
 

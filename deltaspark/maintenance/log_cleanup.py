@@ -3,9 +3,11 @@
 1. The cutoff is midnight UTC of the day `delta.logRetentionDuration` (default 30 days) ago. The
    newest commit not newer than it is the cutoff commit (commit times are file modification times,
    made monotonic, as Spark's Delta does).
-2. The newest complete checkpoint not newer than the cutoff commit - and that actually loads (its
-   sidecars present) - is kept, with the commit JSON at its version and everything after it.
-   Without one nothing is deleted.
+2. The newest complete checkpoint not newer than the cutoff commit is kept, with the commit JSON at
+   its version and everything after it - once it is proven usable (`checkpoint_check`: all of it
+   read, every part and sidecar, its counts consistent with `_last_checkpoint`). Deleting the
+   commits it replaces makes it the only way to those versions, so a checkpoint that fails the
+   proof is passed over, with a warning naming it, for an older one; without one nothing is deleted.
 3. Deleted: commits, checkpoints (of any kind, complete or not) and `.crc` files older than that
    checkpoint, log compactions starting at or before it, staged commits at or before it.
 4. Sidecars in `_delta_log/_sidecars` are deleted when no remaining checkpoint references them and
@@ -36,9 +38,10 @@ from deltaspark.errors import DeltaSparkError, TableNotFoundError
 from deltaspark.features.durations import DEFAULT_LOG_RETENTION, parse_interval_ms
 from deltaspark.features.protocol import check_writable
 from deltaspark.log.action_schemas import action_schema
+from deltaspark.log.checkpoint_check import verify_checkpoint
 from deltaspark.log.commit_timestamps import monotonic_file_times
 from deltaspark.log.files import LogFile, LogFileKind
-from deltaspark.log.listing import list_log_files, log_dir_of
+from deltaspark.log.listing import list_log_files, log_dir_of, read_last_checkpoint
 from deltaspark.log.replay import read_json_actions, read_parquet_actions
 from deltaspark.log.segment import complete_checkpoints
 from deltaspark.maintenance.checkpoint_writer import SIDECAR_DIR, STAGING_DIR
@@ -76,6 +79,7 @@ class LogCleanupResult:
     checkpointVersion: int | None = None  # the oldest checkpoint kept; versions from it on are kept
     files: list[str] = field(default_factory=list)  # full paths, in deletion order
     skipped: str | None = None  # why nothing was deleted, if so
+    warnings: list[str] = field(default_factory=list)  # checkpoints passed over as the boundary, and why
     seconds: float = 0.0
 
     @property
@@ -115,16 +119,23 @@ def _referenced_sidecars(spark: SparkSession, checkpoints: list[LogFile]) -> set
 
 
 def _cutoff_checkpoint(
-    storage: Storage, table_path: str, listing: list[LogFile], cutoff_version: int
+    storage: Storage, log_dir: str, listing: list[LogFile], cutoff_version: int, warnings: list[str]
 ) -> int | None:
-    """The newest complete, loadable checkpoint at or before `cutoff_version`."""
-    for version in sorted((v for v in complete_checkpoints(listing) if v <= cutoff_version), reverse=True):
+    """The newest complete checkpoint at or before `cutoff_version` that is proven usable; the ones
+    passed over are named in `warnings`. A checkpoint with nothing older to delete needs no proof."""
+    last = read_last_checkpoint(storage, log_dir)
+    oldest = min(f.start_version if f.start_version is not None else f.version for f in listing)
+    checkpoints = complete_checkpoints(listing)
+    for version in sorted((v for v in checkpoints if v <= cutoff_version), reverse=True):
+        if version <= oldest:
+            return version
         try:
-            # Loading reads its protocol/metadata and checks that its sidecars exist.
-            load_version(storage.spark, storage, table_path, version, listing)
+            verify_checkpoint(storage.spark, storage, checkpoints[version], last)
             return version
         except DeltaSparkError as exc:
-            log.warning("Checkpoint at version %d cannot be used as the cleanup boundary: %s", version, exc)
+            message = f"checkpoint {version} is not used as the cleanup boundary: {exc}"
+            log.warning("Metadata cleanup: %s", message)
+            warnings.append(message)
     return None
 
 
@@ -162,7 +173,7 @@ def cleanup_log(
     if not expired:
         return done(f"no commit is older than the cutoff {result.cutoffTimestamp}")
     result.cutoffCommitVersion = max(expired)
-    keep_from = _cutoff_checkpoint(storage, table_path, listing, result.cutoffCommitVersion)
+    keep_from = _cutoff_checkpoint(storage, log_dir, listing, result.cutoffCommitVersion, result.warnings)
     if keep_from is None:
         return done(f"no usable checkpoint at or before version {result.cutoffCommitVersion}")
     result.checkpointVersion = keep_from
