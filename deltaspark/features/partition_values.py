@@ -24,7 +24,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from deltaspark.errors import UnsupportedFeatureError
 from deltaspark.features.column_mapping import physical_name
 from deltaspark.spark_compat import try_cast
 from deltaspark.spark_errors import CORRUPT_LOG, own_error
@@ -90,7 +89,8 @@ def partition_struct_type(fields: list[StructField]) -> StructType:
 def serialize_partition_value(value: Column, data_type: DataType) -> Column:
     """A typed value as the protocol's "Partition Value Serialization" writes it (null stays null):
     timestamps as ISO 8601 in UTC with microseconds, timestamp_ntz without a zone, dates as
-    `yyyy-MM-dd`, numbers and booleans as Spark (Java) prints them."""
+    `yyyy-MM-dd`, numbers and booleans as Spark (Java) prints them, binary as the text its bytes
+    encode in UTF-8 (bytes that are not UTF-8 fail the write)."""
     if isinstance(data_type, TimestampType):
         text = F.date_format(
             F.to_utc_timestamp(value, F.expr("current_timezone()")), "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'"
@@ -100,7 +100,19 @@ def serialize_partition_value(value: Column, data_type: DataType) -> Column:
     elif isinstance(data_type, DateType):
         text = F.date_format(value, "yyyy-MM-dd")
     elif isinstance(data_type, BinaryType):
-        raise UnsupportedFeatureError("deltaspark does not write tables partitioned by a binary column")
+        # The bytes as UTF-8 text, which readers turn back into bytes: only valid UTF-8 survives
+        # (Spark's cast keeps invalid bytes, which become U+FFFD once the value is JSON), and a
+        # NUL byte cannot be in the partition directory's name.
+        text = value.cast(StringType())
+        survives = F.get_json_object(F.to_json(F.struct(text.alias("v"))), "$.v").cast(BinaryType()) == value
+        refused = F.raise_error(
+            F.lit(
+                "deltaspark: a binary partition value is not valid UTF-8 or holds a NUL byte; the "
+                "protocol serializes binary partition values as text, which cannot hold it (partition "
+                "by another column, or by hex() of this one)"
+            )
+        )
+        text = F.when(survives & (F.instr(text, "\u0000") == 0), text).otherwise(refused)
     else:
         text = value.cast(StringType())
     return F.when(value.isNull(), F.lit(None).cast(StringType())).otherwise(text)

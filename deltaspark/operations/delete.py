@@ -26,7 +26,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from deltaspark.errors import AppendOnlyTableError, InvalidArgumentError, UnsupportedWriterFeatureError
+from deltaspark.errors import AppendOnlyTableError, UnsupportedWriterFeatureError
+from deltaspark.features.expressions import resolve_expression
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.features.row_tracking import materialized_columns
 from deltaspark.log.paths import canonical_path
@@ -86,8 +87,7 @@ def delete(
         txn.readWholeTable()
         files, whole_files = snapshot.files(), True
     else:
-        if not isinstance(condition, (str, Column)):
-            raise InvalidArgumentError("delete() takes the condition as a SQL string or a Column")
+        resolve_expression(spark, snapshot.schema, condition, "The delete condition", table_path)
         txn.readPredicate(condition)
         files = snapshot.files(condition)
         # When the partition values decide the condition, every row of a candidate file matches.

@@ -34,6 +34,7 @@ from pyspark.sql.types import (
 
 from deltaspark.features.column_mapping import physical_name
 from deltaspark.features.stats import MIN_MAX_TYPES
+from deltaspark.features.table_properties import stats_column_names
 
 DEFAULT_NUM_INDEXED_COLS = 32
 STRING_PREFIX = 32
@@ -59,7 +60,7 @@ def indexed_leaves(schema: StructType, configuration: dict[str, str], mode: str 
     """The leaf columns statistics are collected for, in schema order (`dataSkippingStatsColumns`
     names logical columns); under column mapping (`mode`) they are keyed by physical names."""
     named = configuration.get("delta.dataSkippingStatsColumns")
-    wanted = {n.strip().strip("`").lower() for n in named.split(",")} if named else None
+    wanted = _stats_columns(named) if named else None
     limit = int(configuration.get("delta.dataSkippingNumIndexedCols", DEFAULT_NUM_INDEXED_COLS))
     leaves: list[Leaf] = []
 
@@ -76,9 +77,19 @@ def indexed_leaves(schema: StructType, configuration: dict[str, str], mode: str 
         return [
             leaf
             for leaf in leaves
-            if any(".".join(leaf.path[: i + 1]).lower() in wanted for i in range(len(leaf.path)))
+            if any(tuple(p.lower() for p in leaf.path[: i + 1]) in wanted for i in range(len(leaf.path)))
         ]
     return leaves if limit < 0 else leaves[:limit]
+
+
+def _stats_columns(named: str) -> set[tuple[str, ...]]:
+    """The column paths `delta.dataSkippingStatsColumns` names, lower-cased; a value set by a writer
+    that did not check it is read leniently (names split at commas and dots, backticks dropped)."""
+    try:
+        paths = stats_column_names(named)
+    except ValueError:
+        paths = [n.strip().strip("`").split(".") for n in named.split(",")]
+    return {tuple(p.lower() for p in path) for path in paths}
 
 
 def _col(path: tuple[str, ...]) -> Column:

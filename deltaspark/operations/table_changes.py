@@ -19,6 +19,7 @@ from pyspark.sql.types import StructType
 
 from deltaspark.errors import (
     InvalidArgumentError,
+    InvariantViolationError,
     TableAlreadyExistsError,
     TableNotFoundError,
     UnsupportedFeatureError,
@@ -31,10 +32,12 @@ from deltaspark.features.enablement import (
     required_protocol,
     stored_configuration,
 )
+from deltaspark.features.expressions import resolve_expression
 from deltaspark.features.metadata import Metadata, is_true
 from deltaspark.features.protocol import Protocol
 from deltaspark.features.row_tracking import ENABLED_KEY as ROW_TRACKING_KEY
-from deltaspark.operations.write import add_of, new_table_metadata, removes_of
+from deltaspark.features.table_properties import CONSTRAINT_PREFIX, check_user_properties
+from deltaspark.operations.write import GENERATION_KEY, add_of, new_table_metadata, removes_of
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
 from deltaspark.storage import Storage
@@ -74,6 +77,12 @@ def create_table(
     unknown = [c for c in partition_by if c.lower() not in names]
     if unknown:
         raise InvalidArgumentError(f"Partition column(s) {', '.join(unknown)} are not columns of the table")
+    properties = check_user_properties(spark, properties, schema, table_path)
+    for field in schema.fields:
+        generation = field.metadata.get(GENERATION_KEY)
+        if generation:
+            what = f"The generation expression of column {field.name}"
+            resolve_expression(spark, schema, generation, what, table_path, cast_to=field.dataType)
     schema, configuration = with_column_mapping(schema, dict(properties), keep_names=False)
     features = features_for_properties(configuration) | features_for_schema(schema)
     current = snapshot.protocol if snapshot is not None else None
@@ -103,7 +112,7 @@ def set_properties(
     """ALTER TABLE SET TBLPROPERTIES: change configuration, adding the features it needs."""
     if not properties:
         raise InvalidArgumentError("No properties given")
-    properties = {str(k): str(v) for k, v in properties.items()}
+    properties = check_user_properties(spark, properties, snapshot.schema, table_path)
     metadata = snapshot.metadata
     configuration = {**metadata.configuration, **properties}
     old_mode = (metadata.configuration.get(MODE_KEY) or "none").lower()
@@ -122,6 +131,16 @@ def set_properties(
     )
     configuration = stored_configuration(configuration)
     txn = Transaction(spark, storage, table_path, snapshot)
+    added = {
+        k: v
+        for k, v in properties.items()
+        if k.lower().startswith(CONSTRAINT_PREFIX) and metadata.configuration.get(k) != v
+    }
+    if added:
+        # A new CHECK constraint must hold for the rows already there, as for rows written later;
+        # a concurrent write (of rows not checked here) conflicts.
+        txn.readWholeTable()
+        _check_existing_rows(snapshot, added, table_path)
     txn.updateProtocol(protocol)
     txn.updateMetadata(_replace_metadata(metadata, configuration=configuration, schemaString=schema.json()))
     enabling_row_tracking = is_true(configuration.get(ROW_TRACKING_KEY)) and not metadata.flag(
@@ -133,6 +152,19 @@ def set_properties(
     # Enabling row tracking is checked as a data change (WriteSerializable): a concurrent append,
     # whose files may lack row ids, must conflict rather than land in a table that claims them.
     return txn.commit("SET TBLPROPERTIES", {"properties": properties}, dataChange=enabling_row_tracking)
+
+
+def _check_existing_rows(snapshot: Snapshot, constraints: dict[str, str], table_path: str) -> None:
+    """Count, in one job, the rows each constraint rejects (false or NULL, as writes check them)."""
+    counts = (
+        snapshot.toDF()
+        .agg(*[F.count(F.when(~F.coalesce(F.expr(v), F.lit(False)), 1)) for v in constraints.values()])
+        .first()
+    )
+    bad = [(k, v, n) for (k, v), n in zip(constraints.items(), counts or (), strict=True) if n]
+    if bad:
+        shown = "; ".join(f"{k} ({v}) by {n} row(s)" for k, v, n in bad)
+        raise InvariantViolationError(f"Cannot add the CHECK constraint(s) to {table_path}: violated {shown}")
 
 
 def _backfill_row_ids(txn: Transaction, snapshot: Snapshot) -> int:

@@ -48,11 +48,13 @@ from deltaspark.features.enablement import (
     required_protocol,
     stored_configuration,
 )
+from deltaspark.features.expressions import resolve_expression
 from deltaspark.features.identity_columns import IdentityInfo, identity_columns, with_high_water_marks
 from deltaspark.features.metadata import Metadata
 from deltaspark.features.partition_values import partition_fields, serialize_partition_value
 from deltaspark.features.protocol import Protocol
 from deltaspark.features.schema_evolution import fits, merge_schemas
+from deltaspark.features.table_properties import check_user_properties
 from deltaspark.log import action_schemas as schemas
 from deltaspark.operations.file_stats import indexed_leaves, stats_aggregates, stats_json
 from deltaspark.read.predicates import from_filter, references
@@ -472,8 +474,8 @@ def write(
         )
 
     if snapshot is None:
-        configuration = dict(properties or {})
         schema = StructType([StructField(f.name, f.dataType, True, f.metadata) for f in df.schema.fields])
+        configuration = check_user_properties(spark, properties or {}, schema, table_path)
         partition_by = list(partitionBy or [])
         missing = [c for c in partition_by if c.lower() not in {f.name.lower() for f in schema.fields}]
         if missing:
@@ -547,6 +549,7 @@ def write(
     removed = None
     if snapshot is not None and mode == "overwrite":
         if replaceWhere is not None:
+            resolve_expression(spark, schema, replaceWhere, "replaceWhere", table_path)
             _check_partition_only(replaceWhere, metadata, table_path)
             predicate = replaceWhere if isinstance(replaceWhere, str) else None
             if predicate is None:
