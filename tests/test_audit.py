@@ -265,16 +265,67 @@ def test_damaged_log_copies_are_each_found(spark, healthy, tmp_path):
 
 
 @pytest.mark.one_suite("4.x")  # damage found by the audit jobs both suites run on the healthy table
-def test_a_missing_commit_is_reported_and_the_other_checks_still_run(spark, healthy, tmp_path):
+def test_a_missing_commit_is_reported_once_and_the_checks_run_from_the_checkpoint_after_it(
+    spark, healthy, tmp_path
+):
+    """Commit 1 is gone; the checkpoint at 3 bridges the gap. The gap is `log.versions`' finding
+    alone: the replay starts at checkpoint 3, so the checkpoint at 6 and the checksums at 3..7 are
+    compared (and their damage found), those before 3 are noted as not compared."""
     path = _copy(healthy, tmp_path, "gap")
-    os.remove(_log(path) / f"{1:020d}.json")
+    log = _log(path)
+    os.remove(log / f"{1:020d}.json")
+    crc5 = json.loads((log / f"{5:020d}.crc").read_text())
+    crc5["numFiles"] += 1
+    (log / f"{5:020d}.crc").write_text(json.dumps(crc5))
+    checkpoint = log / f"{6:020d}.checkpoint.parquet"
+    written = pq.read_table(checkpoint)
+    rows = written.to_pylist()
+    (first_add,) = [i for i, r in enumerate(rows) if r.get("add")][:1]
+    rows[first_add]["add"]["size"] += 11
+    pq.write_table(pa.Table.from_pylist(rows, schema=written.schema), checkpoint)
+
     report = DeltaTable.forPath(spark, path).audit("quick")
     found = _by_check(report, "error")
-    assert (1, None, "commit 1 is missing between 0 and 7") in found["log.versions"]
-    # The checkpoint at 6 still gives the latest version; the replay from commit 0 cannot be built.
     assert report.version == 7
-    assert any("could not run" in d and "1" in d for _, _, d in found["log.checkpoint"])
-    assert "files.statistics" not in found
+    assert found["log.versions"] == [(1, None, "commit 1 is missing between 0 and 7")]
+    assert [(v, d) for v, _, d in found["log.checksum"]] == [
+        (5, f"numFiles is {crc5['numFiles']}, the log replays to {crc5['numFiles'] - 1}")
+    ]
+    resized = f"file:{path}/{rows[first_add]['add']['path']}"
+    assert [(v, p) for v, p, d in found["log.checkpoint"] if '"size"' in d] == [(6, resized)]
+    assert set(found) == {"log.versions", "log.checksum", "log.checkpoint"}
+    assert not any("could not run" in r["detail"] for r in report.findings.collect())
+    notes = [d for _, _, d in _by_check(report, "info")["log.checksum"]]
+    assert notes == [
+        "3 checksum(s) not compared, at version(s) 0, 1, 2: the replay starts from the checkpoint at "
+        "version 3: commit(s) 1 are not in the log"
+    ]
+
+
+@pytest.mark.one_suite("4.x")  # damage found by the audit jobs both suites run on the healthy table
+def test_an_older_format_checksum_is_compared_on_the_fields_it_holds(spark, healthy, tmp_path):
+    """Older Databricks runtimes wrote `.crc` files with five fields only: what they hold is
+    compared (a wrong value is an error), the absent protocol and metadata are a note."""
+    path = _copy(healthy, tmp_path, "old-crc")
+    log = _log(path)
+    for version, wrong in ((3, 0), (4, 1)):
+        crc = json.loads((log / f"{version:020d}.crc").read_text())
+        old = {"tableSizeBytes": crc["tableSizeBytes"], "numFiles": crc["numFiles"] + wrong}
+        old.update(numMetadata=1, numProtocol=1, numTransactions=0)
+        (log / f"{version:020d}.crc").write_text(json.dumps(old))
+    report = DeltaTable.forPath(spark, path).audit("quick", checks=["log.checksum"])
+    errors = _by_check(report, "error")["log.checksum"]
+    assert [(v, d) for v, _, d in errors] == [
+        (4, f"numFiles is {old['numFiles']}, the log replays to {old['numFiles'] - 1}")
+    ]
+    notes = {v: d for v, _, d in _by_check(report, "info")["log.checksum"]}
+    fields = "tableSizeBytes, numFiles, numMetadata, numProtocol, numTransactions"
+    assert notes == {
+        3: "metadata, protocol absent (required by the current protocol; older writers did not record "
+        f"them): compared the fields it holds, {fields}: every one matches the log",
+        4: "metadata, protocol absent (required by the current protocol; older writers did not record "
+        f"them): compared the fields it holds, {fields}: the errors say which differ",
+    }
 
 
 def test_protocol_and_properties_must_agree(spark, log):
@@ -310,6 +361,7 @@ def test_version_range_and_level_are_checked(spark, healthy):
         "log.last_checkpoint",
         "log.protocol",
         "log.in_commit_timestamps",
+        "log.reconciliation",
         "log.checkpoint",
         "log.compaction",
         "log.checksum",
@@ -463,7 +515,8 @@ def test_a_check_failing_while_evaluated_is_named_and_the_others_still_report(
     for report in (together, timed):
         status = {c["check"]: c["status"] for c in report.checks}
         failed = {c for c, s in status.items() if s == "failed"}
-        assert failed and failed <= {"log.checkpoint", "log.checksum", "log.compaction"}, status
+        replaying = {"log.reconciliation", "log.checkpoint", "log.checksum", "log.compaction"}
+        assert failed and failed <= replaying, status
         for _, _, detail in _by_check(report, "error")["log.checkpoint"]:
             assert "could not run" in detail and f"{2:020d}.json" in detail
         assert status["log.versions"] == status["files.statistics"] == status["hygiene.log"] == "ok"

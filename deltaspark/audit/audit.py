@@ -29,6 +29,7 @@ CHECKS: list[Check] = [
     Check("log.last_checkpoint", "log", log_checks.last_checkpoint),
     Check("log.protocol", "log", log_checks.protocol_and_properties),
     Check("log.in_commit_timestamps", "log", log_checks.in_commit_timestamps),
+    Check("log.reconciliation", "log", state_checks.reconciliation),
     Check("log.checkpoint", "log", state_checks.checkpoints),
     Check("log.compaction", "log", state_checks.compactions),
     Check("log.checksum", "log", state_checks.checksums),

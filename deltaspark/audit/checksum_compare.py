@@ -3,7 +3,9 @@
 Pure Python over JSON documents, run in Spark tasks (`mapInArrow`): one input row per checksum file
 with its text, the file-state aggregates Spark computed at that version and the small-action
 state swept on the driver. Every field the protocol and delta-spark define is compared, the
-histograms included; a difference is one finding naming the field and both values.
+histograms included; a difference is one finding naming the field and both values. A field the
+file does not hold is not compared: a checksum in an older format (without the protocol and
+metadata the current protocol requires) is checked on what it holds, and the absent fields noted.
 """
 
 from __future__ import annotations
@@ -87,41 +89,64 @@ def _array_difference(have: list[Any], want: list[Any], bins: list[int] | None) 
     return "differs at " + "; ".join(shown[:3]) + more
 
 
+# Fields the current protocol requires. Older writers (Databricks runtimes, delta-spark before
+# it recorded the table's protocol and metadata) wrote `tableSizeBytes`, `numFiles`, `numMetadata`,
+# `numProtocol` and `numTransactions` only: an absent field is not compared, and noted.
+REQUIRED = ("tableSizeBytes", "numFiles", "numMetadata", "numProtocol", "metadata", "protocol")
+
+
 def differences(crc: dict[str, Any], state: dict[str, Any], small: dict[str, Any]) -> list[str]:
     """What `crc` says differently from the replay (`state`: file aggregates, `small`: the rest)."""
+    return [detail for severity, detail in findings(crc, state, small) if severity == "error"]
+
+
+def findings(crc: dict[str, Any], state: dict[str, Any], small: dict[str, Any]) -> list[tuple[str, str]]:
+    """`(severity, detail)` of every field of `crc` that differs from the replay (errors), of what
+    could not be compared (info), and which required fields are absent, with the fields that were
+    compared (info: a file in an older format, checked on what it holds)."""
+    crc = {k: v for k, v in crc.items() if v is not None or k == "inCommitTimestampOpt"}
     out: list[str] = []
+    notes: list[str] = []
+    compared: list[str] = []
     for key in ("tableSizeBytes", "numFiles"):
-        if key not in crc:
-            out.append(f"required field {key} is absent")
-        elif crc[key] != state[key]:
-            out.append(f"{key} is {crc[key]}, the log replays to {state[key]}")
+        if key in crc:
+            compared.append(key)
+            if crc[key] != state[key]:
+                out.append(f"{key} is {crc[key]}, the log replays to {state[key]}")
     for key in ("numMetadata", "numProtocol"):
-        if key not in crc:
-            out.append(f"required field {key} is absent")
-        elif crc[key] != 1:
-            out.append(f"{key} is {crc[key]}, must be 1")
+        if key in crc:
+            compared.append(key)
+            if crc[key] != 1:
+                out.append(f"{key} is {crc[key]}, must be 1")
+    if "numTransactions" in crc:  # the older format's count of live transaction identifiers
+        compared.append("numTransactions")
+        live = len(small.get("txns", []))
+        if crc["numTransactions"] != live:
+            out.append(f"numTransactions is {crc['numTransactions']}, the log has {live}")
     for key, name in (
         ("numDeletedRecordsOpt", "numDeletedRecords"),
         ("numDeletionVectorsOpt", "numDeletionVectors"),
     ):
-        if crc.get(key) is not None and crc[key] != state[name]:
-            out.append(f"{key} is {crc[key]}, the log replays to {state[name]}")
-    if crc.get("inCommitTimestampOpt") is not None and crc["inCommitTimestampOpt"] != small.get("ict"):
-        out.append(
-            f"inCommitTimestampOpt is {crc['inCommitTimestampOpt']}, the commit has {small.get('ict')}"
-        )
-    if (
-        small.get("ict") is not None
-        and crc.get("inCommitTimestampOpt") is None
-        and "inCommitTimestampOpt" in crc
-    ):
-        out.append("inCommitTimestampOpt is null, the commit has an in-commit timestamp")
-    if crc.get("setTransactions") is not None:
+        if key in crc:
+            compared.append(key)
+            if crc[key] != state[name]:
+                out.append(f"{key} is {crc[key]}, the log replays to {state[name]}")
+    if "inCommitTimestampOpt" in crc:
+        compared.append("inCommitTimestampOpt")
+        if crc["inCommitTimestampOpt"] is not None and crc["inCommitTimestampOpt"] != small.get("ict"):
+            out.append(
+                f"inCommitTimestampOpt is {crc['inCommitTimestampOpt']}, the commit has {small.get('ict')}"
+            )
+        if small.get("ict") is not None and crc["inCommitTimestampOpt"] is None:
+            out.append("inCommitTimestampOpt is null, the commit has an in-commit timestamp")
+    if "setTransactions" in crc:
+        compared.append("setTransactions")
         have = sorted((t.get("appId"), t.get("version")) for t in crc["setTransactions"])
         want = sorted((t.get("appId"), t.get("version")) for t in small.get("txns", []))
         if have != want:
             out.append(f"setTransactions are {have}, the log has {want}")
-    if crc.get("domainMetadata") is not None:
+    if "domainMetadata" in crc:
+        compared.append("domainMetadata")
         have_d = sorted(
             (d.get("domain"), d.get("configuration")) for d in crc["domainMetadata"] if not d.get("removed")
         )
@@ -129,31 +154,44 @@ def differences(crc: dict[str, Any], state: dict[str, Any], small: dict[str, Any
         if have_d != want_d:
             out.append(f"domainMetadata is {have_d}, the log has {want_d}")
     if isinstance(crc.get("protocol"), dict) and small.get("protocol"):
+        compared.append("protocol")
         out += _protocol_differences(crc["protocol"], small["protocol"])
-    elif "protocol" not in crc:
-        out.append("required field protocol is absent")
     if isinstance(crc.get("metadata"), dict) and small.get("metadata"):
+        compared.append("metadata")
         out += _metadata_differences(crc["metadata"], small["metadata"])
-    elif "metadata" not in crc:
-        out.append("required field metadata is absent")
     for key in ("histogramOpt", "fileSizeHistogram"):
         histogram = crc.get(key)
         if not isinstance(histogram, dict):
             continue
         if list(histogram.get("sortedBinBoundaries") or []) != list(state["bins"]):
-            out.append(f"{key} uses other bin boundaries than the standard ones; not compared")
+            notes.append(f"{key} uses other bin boundaries than the standard ones; not compared")
             continue
+        compared.append(key)
         for field in ("fileCounts", "totalBytes"):
             problem = _array_difference(list(histogram.get(field) or []), list(state[field]), state["bins"])
             if problem:
                 out.append(f"{key}.{field} {problem}")
     deleted = crc.get("deletedRecordCountsHistogramOpt")
     if isinstance(deleted, dict):
+        compared.append("deletedRecordCountsHistogramOpt")
         counts = list(deleted.get("deletedRecordCounts") or [])
         problem = _array_difference(counts, list(state["deletedRecordCounts"]), None)
         if problem:
             out.append(f"deletedRecordCountsHistogramOpt.deletedRecordCounts {problem}")
-    return out
+    absent = [key for key in REQUIRED if key not in crc]
+    result = [("error", detail) for detail in out] + [("info", note) for note in notes]
+    if not compared:
+        result.append(("warning", "holds none of a version checksum's fields: nothing to compare"))
+    elif absent:
+        verdict = "every one matches the log" if not out else "the errors say which differ"
+        result.append(
+            (
+                "info",
+                f"{', '.join(absent)} absent (required by the current protocol; older writers did not "
+                f"record them): compared the fields it holds, {', '.join(compared)}: {verdict}",
+            )
+        )
+    return result
 
 
 def compare_batches(batches: Iterator[Any]) -> Iterator[Any]:
@@ -165,10 +203,9 @@ def compare_batches(batches: Iterator[Any]) -> Iterator[Any]:
                 crc = json.loads(row["text"] or "")
                 if not isinstance(crc, dict):
                     raise ValueError("not a JSON object")
-                problems = differences(crc, json.loads(row["state"]), json.loads(row["small"]))
+                found = findings(crc, json.loads(row["state"]), json.loads(row["small"]))
             except ValueError as exc:
-                problems = [f"unreadable checksum file: {exc}"]
-            for problem in problems:
-                severity = "info" if problem.endswith("not compared") else "error"
-                out.append((CHECK, severity, row["version"], row["path"], problem, None))
+                found = [("error", f"unreadable checksum file: {exc}")]
+            for severity, detail in found:
+                out.append((CHECK, severity, row["version"], row["path"], detail, None))
         yield emit_findings(out)

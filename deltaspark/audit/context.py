@@ -11,7 +11,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from deltaspark.audit.timeline import Timeline
+from deltaspark.audit.timeline import OverlappingAdds, Timeline
 from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.maintenance.table_listing import list_table_files
 from deltaspark.snapshot import Snapshot
@@ -70,13 +70,41 @@ class AuditContext:
         return self.keep(list_table_files(self.spark, self.root, columns))
 
     @cached_property
+    def _overlapping_adds(self) -> list[OverlappingAdds] | Exception:
+        """`Timeline.overlapping_adds` (one job), or why it failed. Only a table whose protocol
+        supports deletion vectors can hold a data file under two keys; others skip the job."""
+        snapshot = self.snapshot
+        if snapshot is None or not snapshot.protocol.hasFeature("deletionVectors"):
+            return []
+        try:
+            return self.timeline.overlapping_adds()
+        except Exception as exc:  # noqa: BLE001 - the check reports it; the file checks go on
+            return exc
+
+    def overlapping_adds(self) -> list[OverlappingAdds]:
+        """Data files added again under another deletion vector while their older logical file
+        was still live (see `Timeline.overlapping_adds`); raises what stopped the replay."""
+        found = self._overlapping_adds
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def live_twice(self) -> bool:
+        """Whether the audited version holds a data file under two keys. Its snapshot's
+        reconciliation then refuses the state, and the file checks read the replay's instead."""
+        found = self._overlapping_adds
+        return not isinstance(found, Exception) and any(o.overlap_end is None for o in found)
+
+    @cached_property
     def file_actions(self) -> DataFrame:
         """The audited version's reconciled adds and tombstones (`Snapshot.fileActions`), cached
         lean: `add` without its `stats` JSON (the bulk of a file list), which is kept parsed as
-        `stats` (logical names) instead."""
+        `stats` (logical names) instead. When the version holds a data file under two keys
+        (which the snapshot refuses) they are the replay's, keyed as the protocol keys files,
+        both logical files included (`log.reconciliation` reports the damage)."""
         snapshot = self.snapshot
         assert snapshot is not None
-        actions = snapshot.fileActions()
+        actions = self.timeline.state_at(self.end_version) if self.live_twice() else snapshot.fileActions()
         return self.keep(
             actions.select(
                 "version",

@@ -24,6 +24,7 @@ from deltaspark.features.column_mapping import ID_KEY, physical_name
 from deltaspark.features.partition_values import parse_partition_value, partition_fields
 from deltaspark.features.schema import drop_void_fields
 from deltaspark.features.type_widening import TYPE_CHANGES_KEY
+from deltaspark.log.files import LogFileKind
 from deltaspark.log.paths import canonical_path
 from deltaspark.log.replay import read_json_actions
 from deltaspark.spark_compat import check_python_workers
@@ -249,8 +250,9 @@ def partition_values(ctx: AuditContext) -> DataFrame:
 
 
 def change_data_files(ctx: AuditContext) -> DataFrame:
-    """The `cdc` files of the retained commits in range exist with their logged size."""
-    commits = [c for c in ctx.timeline.commits if ctx.in_range(c.version)]
+    """The `cdc` files of the retained commits in range exist with their logged size (every
+    commit there is, whether or not the replay can reach it)."""
+    commits = [c for c in ctx.files_of(LogFileKind.COMMIT) if ctx.in_range(c.version)]
     if not commits:
         return ctx.spark.createDataFrame([], FINDINGS_SCHEMA)
     cdc = read_json_actions(ctx.spark, commits, ["cdc"]).where(F.col("cdc").isNotNull())

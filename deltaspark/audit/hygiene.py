@@ -39,25 +39,41 @@ def _retention_ms(ctx: AuditContext) -> int:
 
 def referenced_files(ctx: AuditContext) -> DataFrame:
     """`path` of every file some version in the log refers to: data files of every retained add and
-    remove, their deletion vector files, and CDC files."""
+    remove, their deletion vector files, and CDC files. The replay gives the state from its base
+    on (a checkpoint's tombstones included); retained commits it does not read (before a gap,
+    after the audited version) are read for their paths too."""
     intervals = ctx.timeline.intervals
-    data = intervals.select(F.col("path_key").alias("path"))
     dv = F.when(F.col("is_add"), F.col("add.deletionVector")).otherwise(F.col("remove.deletionVector"))
-    ids = (
-        intervals.select(
-            dv.getField("storageType").alias("storageType"),
-            dv.getField("pathOrInlineDv").alias("pathOrInlineDv"),
-        )
-        .where(F.col("storageType").isin("u", "p"))
-        .distinct()
+    data = intervals.select(F.col("path_key").alias("path"))
+    descriptors = intervals.select(
+        dv.getField("storageType").alias("storageType"),
+        dv.getField("pathOrInlineDv").alias("pathOrInlineDv"),
     )
+    replayed = {c.version for c in ctx.timeline.commits}
+    others = [c for c in ctx.files_of(LogFileKind.COMMIT) if c.version not in replayed]
+    if others:
+        actions = read_json_actions(ctx.spark, others, ["add", "remove"]).where(
+            F.col("add").isNotNull() | F.col("remove").isNotNull()
+        )
+        logged = F.coalesce(F.col("add.path"), F.col("remove.path"))
+        data = data.unionByName(actions.select(canonical_path(logged, ctx.root).alias("path")))
+        descriptors = descriptors.unionByName(
+            actions.select(
+                *[
+                    F.coalesce(f"add.deletionVector.{name}", f"remove.deletionVector.{name}").alias(name)
+                    for name in ("storageType", "pathOrInlineDv")
+                ]
+            )
+        )
+    ids = descriptors.where(F.col("storageType").isin("u", "p")).distinct()
     check_python_workers(ctx.spark)
     dv_files = ids.mapInArrow(dv_codec.dv_path_batches(strict=False), "path string").select(
         canonical_path(F.col("path"), ctx.root).alias("path")
     )
     frames = [data, dv_files]
-    if ctx.timeline.commits:
-        cdc = read_json_actions(ctx.spark, ctx.timeline.commits, ["cdc"]).where(F.col("cdc").isNotNull())
+    commits = ctx.files_of(LogFileKind.COMMIT)
+    if commits:
+        cdc = read_json_actions(ctx.spark, commits, ["cdc"]).where(F.col("cdc").isNotNull())
         frames.append(cdc.select(canonical_path(F.col("cdc.path"), ctx.root).alias("path")))
     out = frames[0]
     for frame in frames[1:]:

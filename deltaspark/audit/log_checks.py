@@ -84,9 +84,13 @@ def versions(ctx: AuditContext) -> list[Finding]:
 
 def last_checkpoint(ctx: AuditContext) -> list[Finding]:
     """`_last_checkpoint` parses, its checksum holds, and it names a complete checkpoint whose parts
-    and size it describes (V2: the top-level file it names). Every finding is a warning: the file is
-    a hint, and readers that check it (deltaspark, delta-spark) list the log instead; readers that
-    trust it may miss versions or fail."""
+    and size it describes (V2: the top-level file it names). The file is a hint, and readers that
+    check it (deltaspark, delta-spark) list the log instead, so most findings are warnings. One is
+    an error: a hint naming a version at and after which there is no complete checkpoint. delta-rs
+    and the other readers built on delta-kernel-rs list the log from the version it names and
+    refuse a listing without a checkpoint ("Had a _last_checkpoint hint but didn't find any
+    checkpoints"): they cannot open the table's latest version. A hint naming an older version
+    than the newest checkpoint is only stale: those readers take the newer checkpoint."""
     location = join_path(join_path(ctx.root, "_delta_log"), LAST_CHECKPOINT_NAME)
     if is_connect(ctx.spark):  # Spark's file sources cannot read a name starting with `_`
         return [
@@ -122,11 +126,28 @@ def last_checkpoint(ctx: AuditContext) -> list[Finding]:
         )
     checkpoint = checkpoints.get(version)
     if checkpoint is None:
+        newer = sorted(v for v in checkpoints if v > version)
+        if newer:
+            detail = (
+                f"names version {version}, which has no complete checkpoint; readers that list the "
+                f"log from it take the newest checkpoint, at version {newer[-1]}"
+            )
+            out.append(Finding(check, "warning", detail, version, location))
+            return out
+        remedy = (
+            "write a checkpoint (DeltaTable.checkpoint(), which rewrites the hint)"
+            if version <= ctx.latest_version
+            else "delete it (it names a version the log does not have, and a checkpoint "
+            "leaves a hint naming a newer version in place), then write a checkpoint"
+        )
         out.append(
             Finding(
                 check,
-                "warning",
-                f"names version {version}, which has no complete checkpoint",
+                "error",
+                f"names version {version}, which has no complete checkpoint, and no checkpoint follows "
+                "it: delta-rs and the other readers built on delta-kernel-rs cannot open the table "
+                '("Had a _last_checkpoint hint but didn\'t find any checkpoints"); deltaspark and '
+                f"delta-spark list the log instead. To repair, {remedy}",
                 version,
                 location,
             )

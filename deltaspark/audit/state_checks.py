@@ -17,7 +17,13 @@ from pyspark.sql import functions as F
 from deltaspark.audit import checksum_compare, file_tasks
 from deltaspark.audit.context import AuditContext
 from deltaspark.audit.findings import FINDINGS_SCHEMA, Finding, findings_of, from_findings
-from deltaspark.audit.timeline import SmallState, clean_document, load_checkpoint_snapshot
+from deltaspark.audit.timeline import (
+    SmallState,
+    Timeline,
+    clean_document,
+    listed,
+    load_checkpoint_snapshot,
+)
 from deltaspark.log.files import LogFileKind
 from deltaspark.log.reconciliation import file_action_rows, newest_per_file
 from deltaspark.log.replay import read_json_actions
@@ -142,9 +148,11 @@ def checkpoints(ctx: AuditContext) -> DataFrame:
     the same protocol, metadata, transactions and domains."""
     check, timeline = "log.checkpoint", ctx.timeline
     frames: list[DataFrame] = []
-    small: list[Finding] = []
-    for version, checkpoint in sorted(complete_checkpoints(ctx.listing).items()):
-        if not ctx.in_range(version) or version <= timeline.base_version:
+    in_range = sorted((v, c) for v, c in complete_checkpoints(ctx.listing).items() if ctx.in_range(v))
+    older = [v for v, _ in in_range if v < timeline.base_version]
+    small = _not_compared(check, "checkpoint", older, timeline)
+    for version, checkpoint in in_range:
+        if version <= timeline.base_version:
             continue
         where = f"checkpoint {checkpoint.files[0].name}" + (
             f" ({len(checkpoint.files)} parts)" if len(checkpoint.files) > 1 else ""
@@ -281,13 +289,12 @@ def _compaction_difference(where: str, kind: str, have: Any, want: Any) -> str:
 def checksums(ctx: AuditContext) -> DataFrame:
     """Every `N.crc` in range equals the replay at N in every field (see `checksum_compare`)."""
     timeline = ctx.timeline
-    files = [
-        f
-        for f in ctx.files_of(LogFileKind.CHECKSUM)
-        if ctx.in_range(f.version) and timeline.base_version <= f.version <= timeline.latest
-    ]
+    in_range = [f for f in ctx.files_of(LogFileKind.CHECKSUM) if ctx.in_range(f.version)]
+    older = [f.version for f in in_range if f.version < timeline.base_version]
+    skipped = _not_compared("log.checksum", "checksum", older, timeline)
+    files = [f for f in in_range if timeline.base_version <= f.version <= timeline.latest]
     if not files:
-        return from_findings(ctx.spark, [])
+        return from_findings(ctx.spark, skipped)
     versions = [f.version for f in files]
     bins = list(FILE_SIZE_BINS)
     states = timeline.file_states(versions).select(
@@ -329,7 +336,59 @@ def checksums(ctx: AuditContext) -> DataFrame:
     )
     check_python_workers(ctx.spark)
     rows = texts.join(states, "version").join(small, "version")
-    return rows.mapInArrow(checksum_compare.compare_batches, FINDINGS_SCHEMA)
+    compared = rows.mapInArrow(checksum_compare.compare_batches, FINDINGS_SCHEMA)
+    return compared.unionByName(from_findings(ctx.spark, skipped)) if skipped else compared
+
+
+def _not_compared(check: str, what: str, versions: list[int], timeline: Timeline) -> list[Finding]:
+    """One note for the files older than the replay's base: nothing to replay them from."""
+    if not versions:
+        return []
+    return [
+        Finding(
+            check,
+            "info",
+            f"{len(versions)} {what}(s) not compared, at version(s) {listed(versions)}: "
+            + timeline.why_not_before_base(),
+            versions[-1],
+            value=float(len(versions)),
+        )
+    ]
+
+
+def _dv_text(dv_id: str) -> str:
+    return f"deletion vector {dv_id}" if dv_id else "no deletion vector"
+
+
+def reconciliation(ctx: AuditContext) -> list[Finding]:
+    """No version holds a data file twice: a path added again under another deletion vector (or
+    without one) while its older logical file is still live. The protocol keys files by (path,
+    DV id), so both stay in the table: readers that follow it read the file's rows twice, those
+    one DV deleted coming back through the other; deltaspark refuses such a version."""
+    out = []
+    for o in ctx.overlapping_adds():
+        until = o.overlap_end
+        if o.version > ctx.end_version or (until is not None and until <= ctx.start_version):
+            continue
+        when = f"from version {o.version} on" if until is None else f"at versions {o.version} to {until - 1}"
+        removed = (
+            "was never removed" if o.older_end is None else f"was not removed until version {o.older_end}"
+        )
+        out.append(
+            Finding(
+                "log.reconciliation",
+                "error",
+                f"the data file is added at version {o.version} ({_dv_text(o.dv)}) while its add at version "
+                f"{o.older_version} ({_dv_text(o.older_dv)}) {removed}: two live logical files of one data "
+                f"file {when}. Readers that key files by path and deletion vector, as the protocol does "
+                "(delta-rs), read its rows twice, the rows one deletion vector deleted coming back through "
+                "the other; deltaspark refuses to read these versions. A writer that changes a file's "
+                "deletion vector must remove the old logical file: commit a remove of the wrong one",
+                o.version,
+                o.path,
+            )
+        )
+    return out
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:

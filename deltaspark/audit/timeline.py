@@ -1,11 +1,12 @@
 """The table's state at every retained version at once, to check checkpoints and checksums against.
 
-The log is replayed once from its oldest reconstructable point (commit 0 when it is still there,
-else the oldest checkpoint): every logical file `(path, deletionVector.uniqueId)` becomes the
-intervals of versions during which it was live (`add` from its version until the next action on
-the same key) or a tombstone. The state at version v is then a filter (`start <= v < end`), and
-the aggregates a checksum records at many versions are cumulative sums of per-version changes
-(one window per histogram bin), never one replay per version.
+The log is replayed once from its oldest reconstructable point: commit 0 when every commit up to
+the audited version is there, else the oldest checkpoint after the last missing commit (log
+cleanup removed the first commits, or a gap). Every logical file `(path, deletionVector.uniqueId)`
+becomes the intervals of versions during which it was live (`add` from its version until the next
+action on the same key) or a tombstone. The state at version v is then a filter
+(`start <= v < end`), and the aggregates a checksum records at many versions are cumulative sums
+of per-version changes (one window per histogram bin), never one replay per version.
 
 The small actions (protocol, metaData, txn, domainMetadata, in-commit timestamps) are few: they
 are collected and swept on the driver.
@@ -36,6 +37,7 @@ from deltaspark.transaction.checksum import DELETED_RECORD_BINS, FILE_SIZE_BINS,
 log = logging.getLogger(__name__)
 
 _SMALL_KINDS = ["protocol", "metaData", "txn", "domainMetadata", "commitInfo"]
+_NEVER = (1 << 63) - 1  # the end of an interval that is still open
 
 
 def clean_document(value: Any) -> Any:
@@ -76,6 +78,54 @@ def load_checkpoint_snapshot(
     return load_snapshot(spark, storage, segment, root)
 
 
+def listed(versions: list[int], limit: int = 10) -> str:
+    """`versions` for a message: the first `limit`, then how many more."""
+    more = f" and {len(versions) - limit} more" if len(versions) > limit else ""
+    return ", ".join(str(v) for v in versions[:limit]) + more
+
+
+def replay_base(
+    table_path: str, commits: dict[int, LogFile], checkpoints: dict[int, Any], latest: int
+) -> int:
+    """Where a replay of versions up to `latest` starts: -1 (commit 0 on) when every commit up to
+    `latest` is there, else the oldest complete checkpoint at or after the last missing commit
+    (the commits after it are then all there). Raises `NonContiguousVersionsError` when no
+    checkpoint bridges the missing commits."""
+    missing = [v for v in range(0, latest + 1) if v not in commits]
+    if not missing:
+        return -1
+    usable = sorted(v for v in checkpoints if missing[-1] <= v <= latest)
+    if usable:
+        return usable[0]
+    before = [v for v in checkpoints if v <= latest]
+    if not before:
+        raise NonContiguousVersionsError(table_path, missing, "replaying the retained log: no checkpoint")
+    raise NonContiguousVersionsError(
+        table_path, [v for v in missing if v > max(before)], "replaying the retained log"
+    )
+
+
+@dataclass(frozen=True)
+class OverlappingAdds:
+    """Two `add`s of one data file under different deletion vectors, both live at once: the newer
+    from `version` (until `end`, None while live), the older from `older_version` (until
+    `older_end`). `dv` / `older_dv`: the deletion vector ids ("" for none)."""
+
+    path: str  # canonical
+    version: int
+    end: int | None
+    dv: str
+    older_version: int
+    older_end: int | None
+    older_dv: str
+
+    @property
+    def overlap_end(self) -> int | None:
+        """The first version at which one of the two is no longer live (None: both still are)."""
+        ends = [e for e in (self.end, self.older_end) if e is not None]
+        return min(ends) if ends else None
+
+
 class Timeline:
     """File intervals and small-action states of every version from `base` to `latest`."""
 
@@ -94,24 +144,23 @@ class Timeline:
         self._storage = storage
         self._root = root
         commits = {f.version: f for f in listing if f.kind is LogFileKind.COMMIT and f.version <= latest}
-        if 0 in commits:
-            self.base_version, self.base_snapshot = -1, None
-        else:
-            checkpoints = sorted(v for v in complete_checkpoints(listing) if v <= latest)
-            if not checkpoints:
-                raise NonContiguousVersionsError(
-                    table_path, [0], "commit 0 is gone and there is no checkpoint"
-                )
-            self.base_version = checkpoints[0]
-            self.base_snapshot = load_checkpoint_snapshot(
-                spark, storage, table_path, root, listing, self.base_version
-            )
-        wanted = range(self.base_version + 1, latest + 1)
-        missing = [v for v in wanted if v not in commits]
-        if missing:
-            raise NonContiguousVersionsError(table_path, missing, "replaying the retained log")
-        self.commits = [commits[v] for v in wanted]
+        self.base_version = replay_base(table_path, commits, complete_checkpoints(listing), latest)
+        # Commits the replay cannot use: before the base, some are missing (cleaned up, or a gap).
+        self.missing_before_base = [v for v in range(0, self.base_version) if v not in commits]
+        self.base_snapshot = (
+            load_checkpoint_snapshot(spark, storage, table_path, root, listing, self.base_version)
+            if self.base_version >= 0
+            else None
+        )
+        self.commits = [commits[v] for v in range(self.base_version + 1, latest + 1)]
         self.latest = latest
+
+    def why_not_before_base(self) -> str:
+        """Why versions before the base cannot be replayed (the missing commits named)."""
+        return (
+            f"the replay starts from the checkpoint at version {self.base_version}: "
+            f"commit(s) {listed(self.missing_before_base)} are not in the log"
+        )
 
     # ---- file actions ------------------------------------------------------------------------------
     def _events(self) -> DataFrame:
@@ -147,6 +196,64 @@ class Timeline:
             .where(F.col("end").isNull() | (F.col("end") > F.col("start")))
         )
         return self._keep(frame)
+
+    def overlapping_adds(self) -> list[OverlappingAdds]:
+        """Every `add` that starts while another `add` of the same data file (under another
+        deletion vector) is still live, with the one of those that stays live longest: a writer
+        that changed a file's deletion vector without removing the old logical file. One job (a
+        window over the adds by path); only the few overlapping rows reach the driver."""
+        never = F.lit(_NEVER)
+        adds = self.intervals.where("is_add").select(
+            "path_key", "dv_id", "start", F.coalesce(F.col("end"), never).alias("until")
+        )
+        earlier = (
+            Window.partitionBy("path_key")
+            .orderBy("start", "dv_id")
+            .rowsBetween(Window.unboundedPreceding, -1)
+        )
+        # Of the earlier adds, the one live longest: if it ends after this one starts, they overlap.
+        longest = F.max(F.struct("until", "start", "dv_id")).over(earlier)
+        rows = (
+            adds.withColumn("_older", longest)
+            .where(F.col("_older").isNotNull() & (F.col("_older.until") > F.col("start")))
+            .select(
+                "path_key",
+                "start",
+                "until",
+                "dv_id",
+                F.col("_older.start").alias("older_start"),
+                F.col("_older.until").alias("older_until"),
+                F.col("_older.dv_id").alias("older_dv"),
+            )
+            .collect()
+        )
+        out = [
+            OverlappingAdds(
+                r["path_key"],
+                int(r["start"]),
+                None if r["until"] == _NEVER else int(r["until"]),
+                r["dv_id"] or "",
+                int(r["older_start"]),
+                None if r["older_until"] == _NEVER else int(r["older_until"]),
+                r["older_dv"] or "",
+            )
+            for r in rows
+        ]
+        return sorted(out, key=lambda o: (o.version, o.path))
+
+    def state_at(self, version: int) -> DataFrame:
+        """The file actions live at `version` as the protocol keys them (by path and deletion
+        vector id), in `Snapshot.fileActions()`'s columns: what the audit checks when the
+        snapshot's own reconciliation refuses the state (a data file live twice)."""
+        return self._at(version).select(
+            F.col("start").alias("version"),
+            "is_add",
+            "path_key",
+            "dv_id",
+            "add",
+            "remove",
+            F.lit(None).alias("checkpoint_stats"),
+        )
 
     def live_at(self, version: int) -> DataFrame:
         """The live `add` rows at `version`."""
