@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from deltaspark.cli_output import _emit_json, _human_bytes, _print_rows, print_files
+from deltaspark.iceberg.job_errors import eager
 
 
 def _table(spark, args: argparse.Namespace):  # noqa: ANN001, ANN202
@@ -72,8 +73,8 @@ def describe_facts(table, snapshot) -> dict[str, Any]:  # noqa: ANN001
     }
 
 
+@eager  # the Spark jobs these run fail as deltaspark's errors, which main() prints
 def cmd_describe(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
-
     table, snapshot = _snapshot(spark, args)
     facts = describe_facts(table, snapshot)
     if args.json:
@@ -92,6 +93,7 @@ def cmd_describe(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     return 0
 
 
+@eager  # the Spark jobs these run fail as deltaspark's errors, which main() prints
 def cmd_files(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from pyspark.sql import functions as F
 
@@ -116,6 +118,7 @@ def cmd_files(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     return 0
 
 
+@eager  # the Spark jobs these run fail as deltaspark's errors, which main() prints
 def cmd_history(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from pyspark.sql import functions as F
 

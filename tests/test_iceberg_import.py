@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from benchmarks.iceberg_generate import IcebergSpec, generate_iceberg
 from deltaspark import DeltaTable
-from deltaspark.errors import DeltaSparkError, UnsupportedFeatureError
+from deltaspark.errors import CorruptDataFileError, DeltaSparkError, UnsupportedFeatureError
 from deltaspark.iceberg import IcebergTable
 from tests import iceberg_conformance as ic
 from tests import iceberg_copy
@@ -128,7 +128,7 @@ def test_converted_table_reads_the_iceberg_rows(spark, tmp_path, name) -> None: 
     if snapshot_id in info.rows:  # the count the source project's README publishes
         assert delta.count() == info.rows[snapshot_id]
     assert _delta_rs_count(copy) == len(expected_rows)  # an independent Delta reader
-    if not _renamed(iceberg):  # delta-rs resolves columns by physical name (the current name)
+    if not _stored_under_several_names(iceberg):  # delta-rs resolves columns by physical name
         assert _delta_rs_rows(spark, copy, delta.schema, tmp_path) == expected_rows
 
 
@@ -154,38 +154,15 @@ def _file_names(arrow_type, prefix: str = "") -> dict[int, str]:  # noqa: ANN001
     return out
 
 
-def _schema_names(iceberg_type, prefix: str = "") -> dict[int, str]:  # noqa: ANN001
-    """The same for an Iceberg schema (JSON)."""
-    out: dict[int, str] = {}
-    if not isinstance(iceberg_type, dict):
-        return out
-    kind = iceberg_type.get("type")
-    if kind == "struct":
-        children = [(f["id"], f["name"], f["type"]) for f in iceberg_type["fields"]]
-    elif kind == "list":
-        children = [(iceberg_type["element-id"], "[]", iceberg_type["element"])]
-    elif kind == "map":
-        children = [
-            (iceberg_type["key-id"], "[k]", iceberg_type["key"]),
-            (iceberg_type["value-id"], "[v]", iceberg_type["value"]),
-        ]
-    else:
-        children = []
-    for field_id, label, child in children:
-        out[int(field_id)] = f"{prefix}{label}"
-        out.update(_schema_names(child, f"{prefix}{label}."))
-    return out
-
-
-def _renamed(iceberg: IcebergTable) -> bool:
-    """Whether a live data file names a column otherwise than the current schema does."""
-    metadata = iceberg.metadata
-    current = _schema_names(metadata.schema_for(metadata.snapshots.get(metadata.current_snapshot_id or -1)))
+def _stored_under_several_names(iceberg: IcebergTable) -> bool:
+    """Whether two live data files store a column under different names (a column renamed between
+    them): the converted table's physical name is then the name of one of them only."""
+    seen: dict[int, str] = {}
     paths = iceberg.snapshot().files().where("content = 0").select("file_path").collect()
     for (path,) in paths:
-        held = _file_names(pq.read_schema(path.removeprefix("file:")))
-        if any(current.get(field_id, name) != name for field_id, name in held.items()):
-            return True
+        for field_id, name in _file_names(pq.read_schema(path.removeprefix("file:"))).items():
+            if seen.setdefault(field_id, name) != name:
+                return True
     return False
 
 
@@ -270,6 +247,93 @@ def test_deletes_become_deletion_vectors_that_delta_rs_reads(spark, tmp_path, ve
     assert DeltaTable.convertToDelta(spark, f"iceberg.`{path}`").snapshot().version == 0  # already Delta
 
 
+@pytest.mark.one_suite("4.x")  # names are chosen by Python code (driver and executors), alike on both
+def test_physical_names_are_the_names_the_data_files_store(spark, tmp_path) -> None:  # noqa: ANN001
+    """pyiceberg (as Iceberg's Java writer) stores names that are not Avro names sanitised: `a.b` as
+    `a_x2Eb`. Those are the physical names, so delta-rs, which resolves columns by name, reads every
+    column; statistics and partition values are keyed by them, so data skipping still prunes."""
+    import pyarrow as pa
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import DoubleType, IntegerType, LongType, NestedField, StringType, StructType
+
+    from tests.iceberg_written import create_table
+
+    inner = StructType(NestedField(8, "x y", IntegerType()), NestedField(9, "z", StringType()))
+    schema = Schema(
+        NestedField(1, "Breed Name", StringType()),
+        NestedField(2, "a.b", LongType()),
+        NestedField(3, "naïve", StringType()),  # a letter: pyiceberg keeps it
+        NestedField(4, "prix €", DoubleType()),
+        NestedField(5, "1st", IntegerType()),
+        NestedField(6, "info rec", inner),
+        NestedField(7, "my part", StringType()),
+    )
+    spec = PartitionSpec(PartitionField(source_id=7, field_id=1000, transform=IdentityTransform(), name="p"))
+    path = tmp_path / "named"
+    written = create_table(path, schema, spec)
+    rows = {
+        "Breed Name": ["Lop", "Rex", None],
+        "a.b": [1, 2, 3],
+        "naïve": ["é", "ü", "ß"],
+        "prix €": [1.5, 2.5, None],
+        "1st": [10, 20, 30],
+        "info rec": [{"x y": 1, "z": "a"}, {"x y": 2, "z": "b"}, None],
+        "my part": ["p 1", "p 2", "p 1"],
+    }
+    written.append(pa.table(rows, schema=written.schema().as_arrow()))
+    expected = _json_rows(IcebergTable.forPath(spark, str(path)).toDF())
+    table = _convert(spark, path)
+    delta = table.toDF()
+    assert _json_rows(delta) == expected
+    assert _delta_rs_rows(spark, path, delta.schema, tmp_path) == expected
+    stored = {"Breed Name": "Breed_x20Name", "a.b": "a_x2Eb", "naïve": "naïve", "prix €": "prix_x20_x20AC"}
+    stored.update({"1st": "_1st", "info rec": "info_x20rec", "my part": "my_x20part"})
+    fields = table.snapshot().metadata.schema().fields
+    assert {f.name: f.metadata["delta.columnMapping.physicalName"] for f in fields} == stored
+    nested = next(f for f in fields if f.name == "info rec").dataType.fields
+    assert [f.metadata["delta.columnMapping.physicalName"] for f in nested] == ["x_x20y", "z"]
+    assert table.snapshot().files("`Breed Name` = 'Rex'").count() == 1  # statistics by physical name
+    files = table.snapshot().files().select("partitionValues", "stats_parsed.minValues.`a.b`").collect()
+    by_value = sorted((sorted(dict(r[0]).items()), r[1]) for r in files)
+    assert by_value == [([("my_x20part", "p 1")], 1), ([("my_x20part", "p 2")], 2)]
+
+
+def test_physical_names_when_data_files_disagree() -> None:
+    """A column renamed between files: the name holding the most rows wins (files disagreeing are
+    named in a warning); a field no file holds keeps its Iceberg name; sibling names that would
+    collide keep their Iceberg names."""
+    from deltaspark.iceberg import stored_names
+
+    record = {"type": "struct", "fields": [{"id": 5, "name": "y z", "type": "int"}]}
+    schema = {
+        "fields": [
+            {"id": 1, "name": "event_date", "type": "date"},
+            {"id": 2, "name": "added later", "type": "int"},
+            {"id": 3, "name": "rec", "type": {"type": "list", "element-id": 4, "element": record}},
+        ]
+    }
+    stored = [
+        ('{"1":"date","3":"rec","4":"element","5":"y_x20z"}', 900, 3),  # written before the rename
+        ('{"1":"event_date","3":"rec","4":"element","5":"y_x20z"}', 100, 5),
+    ]
+    physical, notes = stored_names.choose(schema, stored)
+    assert physical == {1: "date", 2: "added later", 3: "rec", 5: "y_x20z"}  # a list's struct too
+    assert (
+        len(notes) == 1
+        and "`event_date` (field id 1)" in notes[0]
+        and "`date` (900 rows in 3 files)" in notes[0]
+    )
+    tree = stored_names.rename_tree(schema, physical)
+    assert tree == {"event_date": ("date", {})}  # statistics cover struct fields only
+    stats = '{"numRecords":3,"minValues":{"event_date":"2024-01-01"},"nullCount":{"event_date":0,"rec":1}}'
+    assert stored_names.renamed_stats(stats, tree) == stats.replace("event_date", "date")
+    collide = [('{"1":"x","2":"X"}', 10, 1)]
+    physical, notes = stored_names.choose(schema, collide)
+    assert physical[1] == "event_date" and physical[2] == "added later" and "collide" in notes[0]
+
+
 def test_foreign_or_damaged_data_files(spark, tmp_path) -> None:  # noqa: ANN001
     generated = _generated(tmp_path, 2, files=8)
     path = Path(generated.path)
@@ -282,7 +346,7 @@ def test_foreign_or_damaged_data_files(spark, tmp_path) -> None:  # noqa: ANN001
     assert not list(path.glob("_delta_log/*.json"))
     # a file whose row count differs from its manifest entry
     pq.write_table(original.slice(0, original.num_rows - 1), victim)
-    with pytest.raises(DeltaSparkError, match=f"{victim.name}.*rows"):
+    with pytest.raises(CorruptDataFileError, match=f"{victim.name}.*rows"):
         _convert(spark, path)
     assert not list(path.glob("_delta_log/*.json"))
     # the same rows and ids in other bytes than the manifest says (DuckDB records such sizes):

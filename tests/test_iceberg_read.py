@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
 
+from deltaspark import DeltaTable
 from deltaspark.errors import (
     CorruptIcebergMetadataError,
     DeletionVectorError,
@@ -144,7 +146,9 @@ def test_filter_is_applied(spark) -> None:  # noqa: ANN001
 def test_current_metadata_file_is_found_like_hadoop_tables(spark) -> None:  # noqa: ANN001
     checked = 0
     for info in ic.tables():
-        if not table_metadata._version_of(info.entry_metadata):
+        hint = info.path / "metadata" / "version-hint.text"
+        named = hint.is_file() and not hint.read_text().strip().isdigit() and hint.read_text().strip()
+        if not table_metadata._version_of(info.entry_metadata) and not named:
             continue  # hand-made variants (vfinal, v3.1) are only read when named
         names = sorted(p.name for p in (info.path / "metadata").iterdir())
         found = table_metadata.find_metadata_file(str(info.path)).rsplit("/", 1)[-1]
@@ -173,6 +177,64 @@ def test_version_hint_kinds(tmp_path) -> None:  # noqa: ANN001
     assert "00007-" in table_metadata.find_metadata_file(str(tmp_path / "t"))
     with pytest.raises(IcebergTableNotFoundError):
         table_metadata.find_metadata_file(str(tmp_path / "nothing"))
+
+
+def test_version_hint_naming_a_file_or_a_missing_one(tmp_path, caplog) -> None:  # noqa: ANN001
+    """A hint holding a name reads that file (as pyiceberg and DuckDB do); a hint that names no file
+    fails by name instead of reading another snapshot; a stale version walks forward, saying so."""
+    meta = tmp_path / "t" / "metadata"
+    meta.mkdir(parents=True)
+    uuid_name = "00007-8c3e0b5e-0d64-4c2a-9a5b-1f0e3c3c7a11"
+    for name in ("v1", "v2", "v3.1", uuid_name, "00006-legacy", "00005-zipped.gz"):
+        (meta / f"{name}.metadata.json").write_text("{}")
+    hint = meta / "version-hint.text"
+
+    def found() -> str:
+        return table_metadata.find_metadata_file(str(tmp_path / "t")).rsplit("/", 1)[-1]
+
+    for text, expected in [
+        ("00006-legacy\n", "00006-legacy.metadata.json"),  # older than the newest NNNNN-uuid file
+        ("00006-legacy.metadata.json", "00006-legacy.metadata.json"),
+        ("00005-zipped", "00005-zipped.gz.metadata.json"),
+        ("3.1", "v3.1.metadata.json"),
+        (uuid_name, f"{uuid_name}.metadata.json"),
+    ]:
+        hint.write_text(text)
+        assert found() == expected, text
+    hint.write_text("1")
+    with caplog.at_level("WARNING", logger="deltaspark.iceberg.table_metadata"):
+        assert found() == "v2.metadata.json"
+    assert "version-hint.text says version 1" in caplog.text and "stale" in caplog.text
+    for text in ("4", "00008-gone", "00006-legacy.metadata.json.bak"):
+        hint.write_text(text)
+        with pytest.raises(CorruptIcebergMetadataError, match=r"version-hint\.text.*" + re.escape(text)):
+            found()
+    (meta / "v00006-legacy.metadata.json").write_text("{}")  # both `<hint>` and `v<hint>` exist
+    hint.write_text("00006-legacy")
+    with pytest.raises(CorruptIcebergMetadataError, match="v00006-legacy.metadata.json"):
+        found()
+
+
+@pytest.mark.one_suite("4.x")  # the metadata file is chosen by driver code, alike on both versions
+def test_version_hint_naming_a_metadata_file_chooses_the_snapshot(spark, tmp_path) -> None:  # noqa: ANN001
+    copy, info = _copy("duckdb-legacy_bare_deletion_vector", tmp_path)
+    meta = copy / "metadata"
+    # its hint names `00002-legacy-bare-dv`, which no NNNNN-uuid pattern matches: the current
+    # snapshot, whose deletion vector removes a row (the newest `00001-<uuid>` file has 3 rows)
+    table = IcebergTable.forPath(spark, str(copy))
+    assert _rows(table.toDF(), "id", "source") == [(1, "legacy"), (3, "legacy")]
+    assert table.metadata.metadata_file == str(meta / info.entry_metadata)
+    # the hint names the older file while a newer NNNNN-uuid file exists: the hint wins
+    (meta / info.entry_metadata).rename(meta / "00002-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0.metadata.json")
+    older = "00001-844030fa-6b44-406b-ac35-494fe3c8e4a2"
+    (meta / "version-hint.text").write_text(older)
+    table = IcebergTable.forPath(spark, str(copy))
+    assert table.count() == 3
+    assert table.metadata.metadata_file == str(meta / f"{older}.metadata.json")
+    # a hint naming a file that is not there: refused, never another snapshot
+    (meta / "version-hint.text").write_text("00003-legacy-bare-dv")
+    with pytest.raises(CorruptIcebergMetadataError, match="version-hint.text.*00003-legacy-bare-dv"):
+        IcebergTable.forPath(spark, str(copy))
 
 
 def test_snapshots_refs_history_and_time_travel(spark) -> None:  # noqa: ANN001
@@ -355,6 +417,45 @@ def test_damaged_files_fail_naming_the_file(spark, tmp_path) -> None:  # noqa: A
     _fails_naming(table.toDF(), data_file.name)
     shutil.copy(deletes[0], data_file)  # another file where the data file was: its row count differs
     _fails_naming(table.toDF(), data_file.name)
+
+
+def _manifest(table: IcebergTable, content: int) -> Path:
+    """The first data (0) or delete (1) manifest of the current snapshot."""
+    import fastavro
+
+    snapshot = table.metadata.snapshots[table.metadata.current_snapshot_id]
+    with open(snapshot.manifest_list, "rb") as handle:
+        listed = [m["manifest_path"] for m in fastavro.reader(handle) if (m.get("content") or 0) == content]
+    return Path(listed[0])
+
+
+@pytest.mark.one_suite("4.x")  # damage is found by Python executor code, the same on both Spark versions
+def test_a_missing_manifest_fails_eager_calls_with_a_named_error(spark, tmp_path, capsys) -> None:  # noqa: ANN001
+    """count(), toDF()'s planning, a conversion and the command line run Spark jobs; a manifest they
+    cannot read is a `CorruptIcebergMetadataError` naming it, not Spark's PythonException."""
+    from deltaspark.cli import main
+
+    copy, _ = _copy("impala-iceberg_v2_delete_positional", tmp_path)
+    table = IcebergTable.forPath(spark, str(copy))
+    data, deletes = _manifest(table, 0), _manifest(table, 1)
+    kept = data.read_bytes()
+    data.unlink()
+    with pytest.raises(CorruptIcebergMetadataError, match=re.escape(data.name)):
+        table.count()
+    _fails_naming(table.toDF(), data.name)  # toDF() plans the deletes; data manifests are read lazily
+    with pytest.raises(CorruptIcebergMetadataError, match=re.escape(data.name)):
+        DeltaTable.convertToDelta(spark, f"iceberg.`{copy}`")
+    assert not list(copy.glob("_delta_log/*.json"))
+    assert main(["iceberg", "describe", str(copy)]) == 2  # the command line prints it, no traceback
+    err = capsys.readouterr().err
+    assert "deltaspark: CorruptIcebergMetadataError: " in err and data.name in err and "Traceback" not in err
+    data.write_bytes(kept)
+    deletes.unlink()
+    for call in (table.count, table.toDF):
+        with pytest.raises(CorruptIcebergMetadataError, match=re.escape(deletes.name)):
+            call()
+    assert main(["iceberg", "files", str(copy)]) == 2
+    assert deletes.name in capsys.readouterr().err
 
 
 @pytest.mark.one_suite("4.x")  # damage is found by Python executor code, the same on both Spark versions

@@ -13,6 +13,7 @@ from pyspark.sql import types as T
 from deltaspark.errors import InvalidArgumentError
 from deltaspark.iceberg import manifests, row_count, scan, table_metadata
 from deltaspark.iceberg import types as ice_types
+from deltaspark.iceberg.job_errors import eager
 from deltaspark.iceberg.pruning import Pruner
 from deltaspark.iceberg.table_metadata import Snapshot, TableMetadata
 from deltaspark.read.predicates import from_filter
@@ -83,6 +84,7 @@ class IcebergSnapshot:
         listed = manifests.entries(self._spark, self.metadata, self._snapshot, prune=pruner.manifests)
         return pruner.files(listed.where(F.col("status") != 2)).drop("status")
 
+    @eager
     def count(self) -> int:
         """The snapshot's row count. Without equality deletes it comes from the metadata: the data
         files' `record_count` less the rows their deletion vectors and position deletes remove (those
@@ -92,6 +94,7 @@ class IcebergSnapshot:
         counted = row_count.metadata_count(self._spark, self.metadata, self._snapshot)
         return counted if counted is not None else self.toDF().count()
 
+    @eager  # planning runs a job over the delete manifests
     def toDF(self, filter: Any = None, rowLineage: bool = False) -> DataFrame:  # noqa: A002
         """The snapshot's rows with every delete applied; `filter` (a Column or SQL string) skips the
         data files `files(filter)` leaves out and is applied to the rows; `rowLineage` adds v3's

@@ -1,15 +1,25 @@
 """The Iceberg table metadata JSON: finding the current file and reading what a scan needs.
 
-Finding the current metadata file follows Iceberg's Hadoop table operations: `version-hint.text`
-(or `.txt`) names version N; the reader walks forward while `v{N+1}` exists, because writers update
-the hint after the metadata file and may crash in between. Without a usable hint the newest `vN`
-or `NNNNN-<uuid>` metadata file wins (plain or gzip). Format v1's single `schema` and
-`partition-spec` are read as schema 0 and spec 0.
+Finding the current metadata file follows Iceberg's Hadoop table operations, pyiceberg and DuckDB:
+`version-hint.text` (or `.txt`) holds a version N or a metadata file's name.
+
+- N reads `vN.metadata.json` (plain or gzip) and walks forward while `v{N+1}` exists, because
+  Hadoop writers update the hint after the metadata file and may stop in between (a warning says
+  so). No `vN` at all is an error, as in Iceberg's Java reader.
+- A name reads that file: `<hint>`, `<hint>.metadata.json` or `v<hint>.metadata.json`, each plain
+  or gzip (pyiceberg's `StaticTable` and DuckDB's version formats). It is followed as written: no
+  other file is chosen for it. A name no file has, or one that names both `<hint>` and `v<hint>`
+  files, is an error (`CorruptIcebergMetadataError`).
+- An empty hint is no hint (Iceberg's Java reader falls back the same way; a warning says so).
+
+Without a hint the newest `vN` or `NNNNN-<uuid>` metadata file wins (plain or gzip). Format v1's
+single `schema` and `partition-spec` are read as schema 0 and spec 0.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +35,9 @@ from deltaspark.errors import (
 from deltaspark.iceberg import files
 from deltaspark.iceberg.relocation import PathMap
 
+log = logging.getLogger(__name__)
+HINT_FILES = ("version-hint.text", "version-hint.txt")  # Iceberg's name, and Impala's
+_METADATA_SUFFIXES = (".metadata.json", ".gz.metadata.json", ".metadata.json.gz")
 _VERSIONED = re.compile(r"^v(\d+)(\.gz)?\.metadata\.json(\.gz)?$")
 _SEQUENCED = re.compile(r"^(\d+)-[0-9a-fA-F-]+(\.gz)?\.metadata\.json(\.gz)?$")
 SUPPORTED_FORMAT_VERSIONS = (1, 2, 3)
@@ -164,21 +177,84 @@ def _version_of(name: str) -> tuple[int, int] | None:
     return None
 
 
-def _hinted(metadata_dir: str, names: list[str]) -> str | None:
-    for hint_name in ("version-hint.text", "version-hint.txt"):
+def _hinted(table_root: str, metadata_dir: str, names: list[str]) -> str | None:
+    """The metadata file `version-hint.text` (or `.txt`) points at; None without a usable hint."""
+    for hint_name in HINT_FILES:
         if hint_name not in names:
             continue
-        text = (files.read_bytes(metadata_dir + "/" + hint_name) or b"").decode("utf-8", "replace").strip()
-        if not text.isdigit():
+        hint_path = metadata_dir + "/" + hint_name
+        lines = (files.read_bytes(hint_path) or b"").decode("utf-8", "replace").strip().splitlines()
+        if not lines:
+            log.warning(
+                "%s is empty; reading the newest metadata file in %s instead, as Iceberg's Hadoop "
+                "tables do (pass metadataLocation= to choose one)",
+                hint_path,
+                metadata_dir,
+            )
             return None
-        version = int(text)
-        by_version = {v[1]: name for name in names if (v := _version_of(name)) and v[0] == 1}
-        if version not in by_version:
-            return None
-        while version + 1 in by_version:
-            version += 1
-        return by_version[version]
+        hint = lines[0].strip()  # Iceberg's Java reader reads the first line
+        if not any(_version_of(name) or ".metadata.json" in name for name in names):
+            raise IcebergTableNotFoundError(
+                table_root, f"{hint_path} names {hint!r}, but no metadata file exists"
+            )
+        if re.fullmatch(r"[0-9]+", hint):
+            return _hinted_version(hint_path, int(hint), names)
+        return _hinted_name(hint_path, hint, names)
     return None
+
+
+def _hinted_version(hint_path: str, version: int, names: list[str]) -> str:
+    """`vN.metadata.json` for a hint N, walking forward to the newest `vN` that follows it."""
+    present = set(names)
+    by_version: dict[int, str] = {}
+    for name in names:
+        kind = _version_of(name)
+        if kind and kind[0] == 1 and kind[1] not in by_version:
+            # Iceberg's Java reader looks for the plain file first, then the gzip names
+            n = kind[1]
+            by_version[n] = next(f"v{n}{s}" for s in _METADATA_SUFFIXES if f"v{n}{s}" in present)
+    if version not in by_version:
+        versions = sorted(by_version)
+        raise CorruptIcebergMetadataError(
+            hint_path,
+            f"it names version {version}, but there is no v{version}.metadata.json (plain or gzip) "
+            + (f"(versions present: {versions})" if versions else "(no vN.metadata.json at all)")
+            + "; pass metadataLocation= to read a metadata file of your choice",
+        )
+    hinted = version
+    while version + 1 in by_version:
+        version += 1
+    if version != hinted:
+        log.warning(
+            "%s says version %d, but %s exists: reading it (the hint is stale, as when a writer "
+            "stopped between writing a metadata file and the hint)",
+            hint_path,
+            hinted,
+            by_version[version],
+        )
+    return by_version[version]
+
+
+def _hinted_name(hint_path: str, hint: str, names: list[str]) -> str:
+    """The metadata file a hint holding a name points at (followed as written, no walking)."""
+    present = set(names)
+    if hint in present and ".metadata.json" in hint:
+        return hint
+    bare = next((hint + s for s in _METADATA_SUFFIXES if hint + s in present), None)
+    prefixed = next(("v" + hint + s for s in _METADATA_SUFFIXES if "v" + hint + s in present), None)
+    if bare and prefixed:
+        raise CorruptIcebergMetadataError(
+            hint_path,
+            f"it names {hint!r}, which could be {bare} or {prefixed}; pass metadataLocation= to "
+            "read one of them",
+        )
+    if bare or prefixed:
+        return bare or prefixed  # type: ignore[return-value]
+    raise CorruptIcebergMetadataError(
+        hint_path,
+        f"it names {hint!r}, but there is no {hint}.metadata.json or v{hint}.metadata.json (plain or "
+        "gzip); pass metadataLocation= to read a metadata file of your choice",
+    )
 
 
 def find_metadata_file(table_root: str) -> str:
@@ -187,7 +263,7 @@ def find_metadata_file(table_root: str) -> str:
     names = files.list_names(metadata_dir)
     if names is None:
         raise IcebergTableNotFoundError(table_root, "no metadata/ folder")
-    hinted = _hinted(metadata_dir, names)
+    hinted = _hinted(table_root, metadata_dir, names)
     if hinted:
         return metadata_dir + "/" + hinted
     candidates = [(v, name) for name in names if (v := _version_of(name))]

@@ -2,8 +2,11 @@
 place, as one commit; no data file is rewritten.
 
 - Columns keep their Iceberg field ids: the table uses column mapping in `id` mode, each column's
-  `delta.columnMapping.id` its Iceberg id and its physical name its current Iceberg name (readers
-  that resolve by name, such as delta-rs, then find columns never renamed).
+  `delta.columnMapping.id` its Iceberg id and its physical name the name its data files store it
+  under (`stored_names`: Iceberg's writers sanitise names such as `Breed Name` to `Breed_x20Name`,
+  and files written before a rename hold the old name), so readers that resolve columns by name
+  (delta-rs) find them; where files disagree, the name holding the most rows wins and a warning
+  says which column. Statistics and partition values are keyed by those physical names.
   `delta.columnMapping.maxColumnId` is Iceberg's `last-column-id`, so dropped ids are never reused.
 - Partitioning: the identity partition columns become Delta partition columns (values from each
   file's partition tuple), when every live file's spec has the same ones and Delta can hold their
@@ -35,8 +38,9 @@ from pyspark.sql import types as T
 from deltaspark.errors import CorruptIcebergMetadataError, UnsupportedFeatureError
 from deltaspark.features import dv_codec
 from deltaspark.features.enablement import features_for_schema, required_protocol
-from deltaspark.iceberg import manifests, scan, table_metadata
+from deltaspark.iceberg import manifests, scan, stored_names, table_metadata
 from deltaspark.iceberg import types as ice_types
+from deltaspark.iceberg.job_errors import eager
 from deltaspark.log.paths import normalize_root
 from deltaspark.operations import iceberg_file_describer
 from deltaspark.operations.deletion_vector_writer import DV_ROWS_SCHEMA, encoded_descriptor, stage_dv_files
@@ -45,6 +49,7 @@ from deltaspark.storage import Storage
 from deltaspark.transaction.transaction import CommitResult, Transaction
 
 cloudpickle.register_pickle_by_value(iceberg_file_describer)
+cloudpickle.register_pickle_by_value(stored_names)
 
 log = logging.getLogger(__name__)
 ID_KEY = "delta.columnMapping.id"
@@ -84,29 +89,35 @@ def _check_types(iceberg_type: Any, where: str) -> None:
         _check_types(iceberg_type["value"], f"{where}.value")
 
 
-def _mapped(data_type: T.DataType) -> T.DataType:
-    """`data_type` with column mapping metadata (id and physical name) on every struct field."""
+def _mapped(data_type: T.DataType, physical: dict[int, str]) -> T.DataType:
+    """`data_type` with column mapping metadata (id and physical name) on every struct field; the
+    physical name from `physical` by field id, else the field's name."""
     if isinstance(data_type, T.StructType):
         fields = []
         for f in data_type.fields:
             metadata = {k: v for k, v in f.metadata.items() if k != ice_types.FIELD_ID_KEY}
-            metadata[ID_KEY] = int(f.metadata[ice_types.FIELD_ID_KEY])
-            metadata[PHYSICAL_KEY] = f.name
-            fields.append(T.StructField(f.name, _mapped(f.dataType), f.nullable, metadata))
+            field_id = int(f.metadata[ice_types.FIELD_ID_KEY])
+            metadata[ID_KEY] = field_id
+            metadata[PHYSICAL_KEY] = physical.get(field_id, f.name)
+            fields.append(T.StructField(f.name, _mapped(f.dataType, physical), f.nullable, metadata))
         return T.StructType(fields)
     if isinstance(data_type, T.ArrayType):
-        return T.ArrayType(_mapped(data_type.elementType), data_type.containsNull)
+        return T.ArrayType(_mapped(data_type.elementType, physical), data_type.containsNull)
     if isinstance(data_type, T.MapType):
         return T.MapType(
-            _mapped(data_type.keyType), _mapped(data_type.valueType), data_type.valueContainsNull
+            _mapped(data_type.keyType, physical),
+            _mapped(data_type.valueType, physical),
+            data_type.valueContainsNull,
         )
     return data_type
 
 
-def delta_schema(schema: dict[str, Any]) -> T.StructType:
-    """The Delta schema of an Iceberg schema (JSON), with column mapping by Iceberg field id."""
+def delta_schema(schema: dict[str, Any], physical: dict[int, str] | None = None) -> T.StructType:
+    """The Delta schema of an Iceberg schema (JSON), with column mapping by Iceberg field id and
+    physical names from `physical` (field id -> name stored in the data files; default: the
+    Iceberg names)."""
     _check_types(schema, "")
-    return _mapped(ice_types.struct_type(schema))
+    return _mapped(ice_types.struct_type(schema), physical or {})
 
 
 def _leaves(schema: dict[str, Any]) -> dict[int, tuple[list[str], str]]:
@@ -128,6 +139,7 @@ def parse_iceberg_identifier(identifier: str) -> str | None:
     return match.group(1) if match else None
 
 
+@eager  # a damaged manifest or file fails a Spark job: named as the Iceberg reader names it
 def convert_iceberg(
     spark: SparkSession,
     storage: Storage,
@@ -168,9 +180,10 @@ def convert_iceberg(
             root, _leaves(iceberg_schema), identity, partition_fields
         )
         spark.sparkContext.setJobDescription(f"deltaspark: describing the data files of Iceberg table {root}")
+        described_schema = iceberg_file_describer.DESCRIBED.append(stored_names.NAMES_FIELD)
         described = (
             tasks.repartition(manifests.parallelism(spark))
-            .mapInArrow(describer, _spark_schema(iceberg_file_describer.DESCRIBED))
+            .mapInArrow(stored_names.with_stored_names(describer), _spark_schema(described_schema))
             .persist()
         )
     try:
@@ -187,11 +200,14 @@ def convert_iceberg(
         if described is not None:
             counts = _survey(described)
             partition_columns = _partitioning(metadata, counts, identity, partition_fields)
+            physical = _physical_names(described, iceberg_schema)
+            schema = delta_schema(iceberg_schema, physical)
         txn.updateProtocol(required_protocol(None, features))
         txn.updateMetadata(new_table_metadata(schema, partition_columns, configuration))
         if described is not None:
             modified = snapshot.timestamp_ms
-            adds = _adds(storage, root, described, modified, cached, counts, bool(partition_columns))
+            keyed = _physically_keyed(described, iceberg_schema, physical, partition_columns)
+            adds = _adds(storage, root, keyed, modified, cached, counts, bool(partition_columns))
             txn.addFiles(adds)
             _validate(spark, metadata, snapshot, root, counts)
         parameters = {
@@ -212,6 +228,37 @@ def convert_iceberg(
     finally:
         for frame in [*cached, *([described] if described is not None else [])]:
             frame.unpersist()
+
+
+def _physical_names(described: DataFrame, iceberg_schema: dict[str, Any]) -> dict[int, str]:
+    """Field id -> the name the data files store the field under (see `stored_names.choose`)."""
+    stored = described.groupBy("names").agg(F.sum("numRecords"), F.count(F.lit(1))).collect()
+    physical, notes = stored_names.choose(iceberg_schema, [(r[0], r[1], r[2]) for r in stored])
+    for note in notes:
+        log.warning("Converting Iceberg: %s", note)
+    return physical
+
+
+def _physically_keyed(
+    described: DataFrame,
+    iceberg_schema: dict[str, Any],
+    physical: dict[int, str],
+    partition_columns: list[str],
+) -> DataFrame:
+    """`described` with statistics and partition values keyed by physical names, as Delta keys them
+    under column mapping (the describer keys them by Iceberg names)."""
+    tree = stored_names.rename_tree(iceberg_schema, physical)
+    if not tree:
+        return described
+    keyed = described.mapInArrow(stored_names.stats_renamer(tree), described.schema)
+    renamed = {name: tree[name][0] for name in partition_columns if name in tree}
+    if renamed:
+        pairs = F.create_map(*[F.lit(x) for pair in renamed.items() for x in pair])
+        keyed = keyed.withColumn(
+            "partitionValues",
+            F.transform_keys("partitionValues", lambda k, _: F.coalesce(F.element_at(pairs, k), k)),
+        )
+    return keyed
 
 
 def _identity_fields(
