@@ -79,8 +79,8 @@ def _has_map(data_type: DataType) -> bool:
 
 
 def _counts(frame: DataFrame) -> list[Column]:
-    """Aggregates of a frame of actions: rows, adds, protocols, metadata, and a hash of every value
-    (which makes Spark decode every column)."""
+    """Aggregates of a frame of actions: rows, adds, protocols, metadata, a hash of every value
+    (which makes Spark decode every column) and the `sidecar` actions."""
     kinds = set(frame.columns)
 
     def count_of(kind: str) -> Column:
@@ -89,22 +89,31 @@ def _counts(frame: DataFrame) -> list[Column]:
     values = [_hashable(F.col(f"`{f.name}`"), f.dataType) for f in frame.schema.fields]
     # Kept small: a sum of 64-bit hashes would overflow, which ANSI mode refuses.
     digest = F.sum(F.xxhash64(*values) % 1024) if values else F.lit(0)
+    sidecar = F.struct(F.col("sidecar.path").alias("path"), F.col("sidecar.sizeInBytes").alias("size"))
+    sidecars = (
+        F.collect_list(F.when(F.col("sidecar").isNotNull(), sidecar))
+        if "sidecar" in kinds
+        else F.array().cast("array<struct<path:string,size:long>>")
+    )
     return [
         F.count(F.lit(1)).alias("rows"),
         count_of("add").alias("adds"),
         count_of("protocol").alias("protocols"),
         count_of("metaData").alias("metadata"),
         digest.alias("digest"),
+        sidecars.alias("sidecars"),
     ]
 
 
 _COUNTS = ("rows", "adds", "protocols", "metadata")
 _VERIFY_PAGES = {"mergeSchema": "true", "parquet.page.verify-checksum.enabled": "true"}
+Sidecars = list[tuple[str, "int | None"]]  # (path as logged, sizeInBytes as recorded)
 
 
-def decode_parquet(spark: SparkSession, paths: list[str]) -> dict[str, int]:
-    """Read every value of every column of parquet log files in one Spark job: counts of `rows`,
-    `adds`, `protocols` and `metadata`. `CorruptLogError` names a file that does not decode."""
+def _decode(spark: SparkSession, paths: list[str]) -> tuple[dict[str, int], Sidecars]:
+    """Every value of every column of parquet log files, read in one Spark job: the counts of
+    `rows`, `adds`, `protocols` and `metadata`, and the `sidecar` actions. `CorruptLogError`
+    names a file that does not decode."""
     try:
         # Page checksums, where the writer wrote them, catch a damaged page that still decodes.
         reader = spark.read.options(**STRICT_READ_OPTIONS, **_VERIFY_PAGES)
@@ -114,10 +123,13 @@ def decode_parquet(spark: SparkSession, paths: list[str]) -> dict[str, int]:
         raise_translated(exc, spark, paths[0])
         raise  # not reached: raise_translated raises
     assert row is not None
-    return {k: int(row[k] or 0) for k in _COUNTS}
+    return {k: int(row[k] or 0) for k in _COUNTS}, [(s["path"], s["size"]) for s in row["sidecars"]]
 
 
-Sidecars = list[tuple[str, "int | None"]]  # (path as logged, sizeInBytes as recorded)
+def decode_parquet(spark: SparkSession, paths: list[str]) -> dict[str, int]:
+    """Read every value of every column of parquet log files in one Spark job: counts of `rows`,
+    `adds`, `protocols` and `metadata`. `CorruptLogError` names a file that does not decode."""
+    return _decode(spark, paths)[0]
 
 
 def _decode_json(spark: SparkSession, checkpoint: Checkpoint) -> tuple[dict[str, int], Sidecars]:
@@ -131,17 +143,6 @@ def _decode_json(spark: SparkSession, checkpoint: Checkpoint) -> tuple[dict[str,
     kinds = {"adds": "add", "protocols": "protocol", "metadata": "metaData"}
     counts = {"rows": len(rows), **{k: sum(r[kind] is not None for r in rows) for k, kind in kinds.items()}}
     return counts, [(r["sidecar"]["path"], r["sidecar"]["sizeInBytes"]) for r in rows if r["sidecar"]]
-
-
-def _parquet_sidecars(spark: SparkSession, checkpoint: Checkpoint) -> Sidecars:
-    """The `sidecar` actions of a parquet checkpoint's own files (already decoded once)."""
-    frame = read_paths(
-        spark, spark.read.options(**STRICT_READ_OPTIONS), "parquet", [f.path for f in checkpoint.files]
-    )
-    if "sidecar" not in frame.columns:
-        return []
-    rows = frame.where(F.col("sidecar").isNotNull()).select("sidecar.path", "sidecar.sizeInBytes").collect()
-    return [(r["path"], r["sizeInBytes"]) for r in rows]
 
 
 def check_sidecars(storage: Storage, checkpoint_file: LogFile, sidecars: Sidecars) -> list[str]:
@@ -183,8 +184,7 @@ def verify_checkpoint(
     if first.file_format == "json":
         counts, sidecars = _decode_json(spark, checkpoint)
     else:
-        counts = decode_parquet(spark, [f.path for f in checkpoint.files])
-        sidecars = _parquet_sidecars(spark, checkpoint)
+        counts, sidecars = _decode(spark, [f.path for f in checkpoint.files])
     paths = check_sidecars(storage, first, sidecars)
     if paths:
         side = decode_parquet(spark, paths)
