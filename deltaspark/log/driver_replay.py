@@ -216,8 +216,6 @@ def replay(
                         raise UnclearError  # a damaged checkpoint: Spark's replay shows it as written
                     checkpoint_keys.add(key)
                 state.apply(version, is_add, key, action)
-    except UnreadableParquetError:
-        raise
     except (UnclearError, DeltaSparkError):
         return None  # the Spark path reads these files again and reports what is wrong
     return state
@@ -230,11 +228,7 @@ def _file_actions(
         data = storage.read_bytes(f.path)
         if data is None:
             raise UnclearError  # vanished since listing
-        try:
-            rows = list(_parquet_rows(data))
-        except UnreadableParquetError as exc:
-            raise UnreadableParquetError(exc.reason, f.path) from None
-        for add, remove in rows:
+        for add, remove in _parquet_rows(data, f.path):
             yield from _file_action(add, remove, root, deletion_vectors)
         return
     text = storage.read_text(f.path)
@@ -265,9 +259,9 @@ def _file_action(
     yield is_add, (key, dv_unique_id_of(dv)), json.dumps(action, separators=(",", ":"))
 
 
-def _parquet_rows(data: bytes) -> Iterator[tuple[Any, Any]]:
-    """`(add, remove)` of each row of a parquet checkpoint part."""
-    for row in parquet_actions(data, {"add": schemas.ADD, "remove": schemas.REMOVE}):
+def _parquet_rows(data: bytes, path: str) -> Iterator[tuple[Any, Any]]:
+    """`(add, remove)` of each row of the parquet checkpoint part at `path`."""
+    for row in parquet_actions(data, {"add": schemas.ADD, "remove": schemas.REMOVE}, path):
         yield row["add"], row["remove"]
 
 

@@ -19,13 +19,7 @@ from typing import Any
 from deltaspark.log import action_schemas as schemas
 from deltaspark.log.files import LogFile
 from deltaspark.log.replay import ACTION_KEY, FILE_ACTION_PREFIXES
-from deltaspark.log.typed_json import (
-    UnclearError,
-    UnreadableParquetError,
-    json_object,
-    parquet_actions,
-    typed,
-)
+from deltaspark.log.typed_json import UnclearError, json_object, parquet_actions, typed
 from deltaspark.storage import LINE_BREAK
 
 # Segments above these stay on Spark: the driver only ever reads a few small files.
@@ -92,11 +86,7 @@ def checkpoint_protocol_and_metadata(
         for f, data in zip(files, parts, strict=True):
             if data is None:
                 return None
-            try:
-                rows = list(parquet_actions(data, _CHECKPOINT_KINDS))
-            except UnreadableParquetError as exc:
-                raise UnreadableParquetError(exc.reason, f.path) from None
-            for row in rows:
+            for row in parquet_actions(data, _CHECKPOINT_KINDS, f.path):
                 for kind, value in row.items():
                     if value is None:
                         continue
@@ -109,8 +99,6 @@ def checkpoint_protocol_and_metadata(
                         return None  # two different values in one checkpoint
                     else:
                         found[kind] = (value, f.path)
-    except UnreadableParquetError:
-        raise
     except UnclearError:
         return None
     return {

@@ -35,12 +35,12 @@ class UnclearError(Exception):
     """A value Spark might read otherwise than its plain JSON meaning: the Spark path decides."""
 
 
-class UnreadableParquetError(UnclearError):
-    """A parquet log file whose footer reads but whose pages pyarrow cannot decode. Unclear too (a
-    pyarrow limitation, or damage): a caller that can asks Spark to decode the file (`path`, set by
-    the caller that knows it) before it calls the file damaged."""
+class UnreadableParquetError(Exception):
+    """A parquet log file (`path`) whose footer reads but whose pages pyarrow cannot decode: a
+    pyarrow limitation, or damage. The caller asks Spark to decode the file before it calls the
+    file damaged."""
 
-    def __init__(self, reason: str, path: str = "") -> None:
+    def __init__(self, reason: str, path: str) -> None:
         super().__init__(reason)
         self.reason, self.path = reason, path
 
@@ -97,11 +97,11 @@ def typed(value: Any, data_type: DataType) -> Any:
     raise UnclearError  # a type this module does not model
 
 
-def parquet_actions(data: bytes, kinds: dict[str, StructType]) -> Iterator[dict[str, Any]]:
+def parquet_actions(data: bytes, kinds: dict[str, StructType], path: str) -> Iterator[dict[str, Any]]:
     """Each row of a parquet checkpoint part, as `{kind: typed value or None}` for `kinds`
     (action name -> schema). `add.stats_parsed` is unclear too: the Spark path conforms it. Every
     column is decoded, wanted or not, so a part with a page that does not decode is never read as
-    valid: `UnreadableParquetError`."""
+    valid: `UnreadableParquetError` naming `path`, the file `data` was read from."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -124,7 +124,7 @@ def parquet_actions(data: bytes, kinds: dict[str, StructType]) -> Iterator[dict[
     try:
         table = parquet.read()
     except Exception as exc:  # pyarrow's OSError / ArrowException: a page that does not decode
-        raise UnreadableParquetError(f"a page does not decode ({exc})") from None
+        raise UnreadableParquetError(f"a page does not decode ({exc})", path) from None
     if not columns:
         return
     for row in table.select(columns).to_pylist():
