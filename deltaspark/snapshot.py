@@ -41,7 +41,7 @@ from deltaspark.log.checkpoint_check import check_sidecars, decode_parquet
 from deltaspark.log.commit_timestamps import MISSING_ICT, InCommitTimestamps, monotonic_file_times
 from deltaspark.log.files import LogFile
 from deltaspark.log.listing import list_log_files, log_dir_of, plan_segment, table_root_from
-from deltaspark.log.reconciliation import file_action_rows, newest_per, reconcile_files
+from deltaspark.log.reconciliation import commit_file_of, file_action_rows, newest_per, reconcile_files
 from deltaspark.log.replay import (
     CORRUPT_LINE,
     keep_actions,
@@ -394,8 +394,7 @@ class Snapshot:
     def _log_file_of(self, version: Column) -> Column:
         """The log file an action of a reconciled row came from, for error messages: the commit
         (or log compaction) of its version, or the checkpoint."""
-        log_dir = join_path(self.tableRoot, "_delta_log")
-        name = F.concat(F.lit(log_dir + "/"), F.lpad(version.cast("string"), 20, "0"), F.lit(".json"))
+        name = commit_file_of(self.tableRoot)(version)
         for compaction in self.segment.compactions:
             name = F.when(version == F.lit(compaction.version), F.lit(compaction.path)).otherwise(name)
         checkpoint = self.segment.checkpoint
