@@ -245,18 +245,31 @@ def raise_translated(exc: BaseException, spark: Any = None, path: str = "") -> N
 F_ = TypeVar("F_", bound=Callable[..., Any])
 
 
+def eager_with(translator: Callable[[BaseException, Any], DeltaSparkError | None]) -> Callable[[F_], F_]:
+    """Mark an eager operation whose failures `translator(exc, spark)` names: whatever it runs, a
+    failure it can name is a `DeltaSparkError`; others are re-raised as they are."""
+
+    def decorate(func: F_) -> F_:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(*args, **kwargs)
+            except DeltaSparkError:
+                raise
+            except Exception as exc:
+                # The session: the first argument's (a table, snapshot or storage), or that argument.
+                first = args[0] if args else None
+                spark = getattr(first, "_spark", None) or getattr(first, "spark", None) or first
+                translated = translator(exc, spark if hasattr(spark, "_jvm") else None)
+                if translated is None or translated is exc:
+                    raise
+                raise translated from exc
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
 def eager(func: F_) -> F_:
     """Mark an eager operation: whatever it runs, a failure it can name is a `DeltaSparkError`."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except DeltaSparkError:
-            raise
-        except Exception as exc:
-            first = args[0] if args else None
-            spark = getattr(first, "_spark", None) or getattr(first, "spark", None) or first
-            raise_translated(exc, spark if hasattr(spark, "_jvm") else None)
-
-    return wrapper  # type: ignore[return-value]
+    return eager_with(translate)(func)

@@ -17,10 +17,8 @@ it into the matching `DeltaSparkError`:
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from pyspark.errors import AnalysisException
 
@@ -74,28 +72,13 @@ def translate(exc: BaseException) -> DeltaSparkError | None:
     return None
 
 
-F_ = TypeVar("F_", bound=Callable[..., Any])
+def _translate(exc: BaseException, spark: Any) -> DeltaSparkError | None:
+    translated = translate(exc) or spark_errors.translate(exc, spark)
+    if type(translated) is DeltaSparkError and (m := _ANY.search(_text(exc))):
+        translated = DeltaSparkError(m.group(0))  # the message, not the line that raised it
+    return translated
 
 
-def eager(func: F_) -> F_:
-    """Mark an eager Iceberg operation: a failure of a job it runs that deltaspark can name is a
-    `DeltaSparkError` (see the module docstring), never Spark's `PythonException`."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except DeltaSparkError:
-            raise
-        except Exception as exc:
-            spark = getattr(args[0], "_spark", args[0]) if args else None  # a snapshot, or the session
-            translated = translate(exc) or spark_errors.translate(
-                exc, spark if hasattr(spark, "_jvm") else None
-            )
-            if type(translated) is DeltaSparkError and (m := _ANY.search(_text(exc))):
-                translated = DeltaSparkError(m.group(0))  # the message, not the line that raised it
-            if translated is None:
-                raise
-            raise translated from exc
-
-    return wrapper  # type: ignore[return-value]
+# Mark an eager Iceberg operation: a failure of a job it runs that deltaspark can name is a
+# `DeltaSparkError` (see the module docstring), never Spark's `PythonException`.
+eager = spark_errors.eager_with(_translate)
