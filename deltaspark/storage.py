@@ -275,7 +275,7 @@ class HadoopStorage(Storage):
         if not fs.exists(jpath):
             return None
         if name_glob:
-            statuses = fs.globStatus(self._jvm.org.apache.hadoop.fs.Path(jpath, name_glob)) or []
+            statuses = fs.globStatus(self._path_class(jpath, name_glob)) or []
         else:
             statuses = fs.listStatus(jpath)
         out = []
@@ -300,7 +300,7 @@ class HadoopStorage(Storage):
             return None
         stream = fs.open(jpath)
         try:
-            return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+            return str(self._io_utils.toString(stream, "UTF-8"))
         finally:
             stream.close()
 
@@ -346,7 +346,7 @@ class HadoopStorage(Storage):
             return None
         stream = fs.open(jpath)
         try:
-            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+            return bytes(self._io_utils.toByteArray(stream))
         finally:
             stream.close()
 
