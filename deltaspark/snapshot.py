@@ -48,9 +48,9 @@ from deltaspark.log.replay import (
     parquet_file_schema,
     read_checkpoint_actions,
     read_json_actions,
-    read_parquet_actions,
 )
 from deltaspark.log.segment import LogSegment
+from deltaspark.log.sidecar_reader import read_sidecar_actions
 from deltaspark.log.typed_json import UnreadableParquetError
 from deltaspark.read.data_skipping import DEFAULT_STRING_PREFIX_LENGTH, FileFilter
 from deltaspark.read.predicates import from_filter
@@ -82,6 +82,7 @@ class Snapshot:
         metadata: Metadata,
         commit_info: dict[str, Any] | None,
         sidecars: list[str],
+        sidecar_sizes: list[int | None] | None = None,
     ) -> None:
         self._spark = spark
         self._storage = storage
@@ -91,6 +92,7 @@ class Snapshot:
         self.metadata = metadata
         self.commitInfo = commit_info
         self._sidecars = sidecars
+        self._sidecar_sizes = sidecar_sizes
 
     # ---- small facts, held on the driver -------------------------------------------------------
     @property
@@ -189,7 +191,16 @@ class Snapshot:
         schema = schemas.action_schema(kinds, add_stats_parsed=stats_type)
         frames = [read_checkpoint_actions(self._spark, checkpoint.files, kinds, checkpoint.version, schema)]
         if include_sidecars and self._sidecars:
-            frames.append(read_parquet_actions(self._spark, self._sidecars, schema, checkpoint.version))
+            frames.append(
+                read_sidecar_actions(
+                    self._spark,
+                    self._sidecars,
+                    schema,
+                    checkpoint.version,
+                    checkpoint.files[0].path,
+                    self._sidecar_sizes,
+                )
+            )
         keep = ["version", "file", CORRUPT_LINE, *kinds]
         if "add" in kinds:
             frames = [self._split_checkpoint_stats(frame, stats_type) for frame in frames]
@@ -673,7 +684,8 @@ def load_snapshot(spark: SparkSession, storage: Storage, segment: LogSegment, ta
         # A sidecar listed twice is one file of the checkpoint, read once.
         logged = list(dict.fromkeys((s["path"], s["sizeInBytes"]) for s in entries))
         sidecars = check_sidecars(storage, segment.checkpoint.files[0], logged)
-    snapshot = Snapshot(spark, storage, table_root, segment, protocol, metadata, commit_info, sidecars)
+    sizes = [size for _, size in logged] if entries else None
+    snapshot = Snapshot(spark, storage, table_root, segment, protocol, metadata, commit_info, sidecars, sizes)
     log.info(
         "Loaded %s: protocol (%d, %d), %d partition column(s), %d sidecar(s)",
         snapshot,

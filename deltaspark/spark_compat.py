@@ -79,8 +79,8 @@ _LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism
 
 
 def read_paths(spark: SparkSession, reader: Any, fmt: str, paths: list[str]) -> Any:
-    """`reader.<fmt>(*paths)` (parquet, json, text), without a py4j round trip per path on classic
-    sessions.
+    """`reader.<fmt>(*paths)` (parquet, json, text; other formats by `format(fmt).load`), without
+    a py4j round trip per path on classic sessions.
 
     PySpark converts a Python list to a JVM list one element at a time (tens of microseconds per
     path: half a minute for a million files); here the paths cross in one string and are split in
@@ -88,14 +88,20 @@ def read_paths(spark: SparkSession, reader: Any, fmt: str, paths: list[str]) -> 
     core do the same work without the per-task overhead.
     """
     if is_connect(spark) or len(paths) <= 32 or any("\0" in p for p in paths):
-        return reader.parquet(*paths) if fmt == "parquet" else getattr(reader, fmt)(list(paths))
+        if fmt == "parquet":
+            return reader.parquet(*paths)
+        if fmt in ("json", "text"):
+            return getattr(reader, fmt)(list(paths))
+        return reader.format(fmt).load(list(paths))
     jvm = spark._jvm
     split = jvm.java.util.regex.Pattern.compile("\\x00").split("\0".join(paths))  # a String[]
     tasks = max(1, min(10_000, spark.sparkContext.defaultParallelism * 4))
     previous = spark.conf.get(_LISTING_PARALLELISM, None)
     spark.conf.set(_LISTING_PARALLELISM, str(tasks))
     try:
-        return reader._df(getattr(reader._jreader, fmt)(split))  # the Java varargs overload
+        if fmt in ("parquet", "json", "text"):
+            return reader._df(getattr(reader._jreader, fmt)(split))  # the Java varargs overload
+        return reader._df(reader._jreader.format(fmt).load(split))
     finally:
         if previous is None:
             spark.conf.unset(_LISTING_PARALLELISM)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -253,7 +254,10 @@ def test_sidecar_with_damaged_pages_is_named_with_its_checkpoint(spark, conforma
         match=rf"_sidecars/{sidecar}: .*a sidecar of checkpoint .*{snap.segment.checkpoint.files[0].name}",
     ):
         snap.summary()
-    assert sidecar in lazy_failure(lambda: snap.files().collect())
+    # Collected by the user, long after `files()` returned: the same message, from the query.
+    message = lazy_failure(lambda: snap.files().collect())
+    checkpoint = snap.segment.checkpoint.files[0].name
+    assert re.search(rf"deltaspark: corrupt Delta log file \S*_sidecars/{sidecar}: .*{checkpoint}", message)
 
 
 # ---- actions missing what the protocol requires ------------------------------------------------
