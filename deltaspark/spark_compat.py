@@ -78,8 +78,11 @@ def conf_get(spark: SparkSession, key: str, default: str) -> str:
 _LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
+_READER_METHODS = ("parquet", "json", "text", "load")  # DataFrameReader methods taking many paths
+
+
 def read_paths(spark: SparkSession, reader: Any, fmt: str, paths: list[str]) -> Any:
-    """`reader.<fmt>(*paths)` (parquet, json, text; other formats by `format(fmt).load`), without
+    """`reader.<fmt>(*paths)` (parquet, json, text, load; other formats by `format(fmt).load`), without
     a py4j round trip per path on classic sessions.
 
     PySpark converts a Python list to a JVM list one element at a time (tens of microseconds per
@@ -90,7 +93,7 @@ def read_paths(spark: SparkSession, reader: Any, fmt: str, paths: list[str]) -> 
     if is_connect(spark) or len(paths) <= 32 or any("\0" in p for p in paths):
         if fmt == "parquet":
             return reader.parquet(*paths)
-        if fmt in ("json", "text"):
+        if fmt in _READER_METHODS:
             return getattr(reader, fmt)(list(paths))
         return reader.format(fmt).load(list(paths))
     jvm = spark._jvm
@@ -99,7 +102,7 @@ def read_paths(spark: SparkSession, reader: Any, fmt: str, paths: list[str]) -> 
     previous = spark.conf.get(_LISTING_PARALLELISM, None)
     spark.conf.set(_LISTING_PARALLELISM, str(tasks))
     try:
-        if fmt in ("parquet", "json", "text"):
+        if fmt in _READER_METHODS:
             return reader._df(getattr(reader._jreader, fmt)(split))  # the Java varargs overload
         return reader._df(reader._jreader.format(fmt).load(split))
     finally:
