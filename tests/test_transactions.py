@@ -306,24 +306,28 @@ def test_removing_the_same_file_twice_conflicts(spark, tmp_path):
         second.commit("DELETE")
 
 
-def test_row_ids_are_reassigned_after_a_concurrent_append(spark, tmp_path):
+# File actions held as a DataFrame (rendered by Spark tasks) or collected to the driver (a small
+# commit's): row ids are assigned, and re-assigned after a conflict, the same way by both.
+@pytest.mark.parametrize(("first_held", "second_held"), [("driver", "frame"), ("frame", "driver")])
+def test_row_ids_are_reassigned_after_a_concurrent_append(spark, tmp_path, first_held, second_held):
     table = _table(spark, tmp_path / "t", **{"delta.enableRowTracking": "true"})
     assert table.snapshot().rowIdHighWaterMark == 1  # two rows: ids 0 and 1
     snapshot = table.snapshot()
     first, second = _txn(spark, table, snapshot), _txn(spark, table, snapshot)
-    first.addFiles(_adds_of(spark, table, [(10, "x"), (11, "x"), (12, "x")]))
-    second.addFiles(_adds_of(spark, table, [(20, "y"), (21, "y")]))
+    written = _written(spark, table, [(10, "x"), (11, "x"), (12, "x"), (13, "z")])
+    _add(first, written, first_held)
+    _add(second, _written(spark, table, [(20, "y"), (21, "y")]), second_held)
     first.commit("WRITE")
     assert second.commit("WRITE").version == 2
     latest = table.snapshot()
-    assert latest.rowIdHighWaterMark == 6
+    assert latest.rowIdHighWaterMark == 7
     files = latest.files().select("baseRowId", "defaultRowCommitVersion", "stats_parsed.numRecords").collect()
     ranges = sorted((r[0], r[0] + r[2] - 1) for r in files)
-    assert ranges[0][0] == 0 and ranges[-1][1] == 6
+    assert ranges[0][0] == 0 and ranges[-1][1] == 7
     assert all(a[1] < b[0] for a, b in zip(ranges, ranges[1:], strict=False)), ranges
     assert {r[1] for r in files} == {0, 1, 2}
     rows = latest.toDF(rowTracking=True).select("_metadata.row_id").collect()
-    assert sorted(r[0] for r in rows) == list(range(7))
+    assert sorted(r[0] for r in rows) == list(range(8))
 
 
 def test_in_commit_timestamps_increase_across_a_conflict(spark, tmp_path):
@@ -366,14 +370,27 @@ def test_unknown_writer_features_are_refused_by_name(spark, tmp_path):
     assert table.snapshot().version == 0
 
 
-def _adds_of(spark, table: DeltaTable, rows):
-    """`add` actions for new data files holding `rows` (written like a real append)."""
+def _written(spark, table: DeltaTable, rows):
+    """New data files holding `rows`, written like a real append (`WrittenFiles`)."""
     from deltaspark.operations.write import conform, write_data_files
 
     snapshot = table.snapshot()
     schema = snapshot.schema
     df = conform(spark.createDataFrame(rows, "id long, p string"), schema, table.path)
-    adds, _ = write_data_files(
+    return write_data_files(
         spark, snapshot.tableRoot, schema, snapshot.partitionColumns, snapshot.configuration, df
     )
-    return adds
+
+
+def _adds_of(spark, table: DeltaTable, rows):
+    """`add` actions (a DataFrame) for new data files holding `rows`."""
+    return _written(spark, table, rows).adds
+
+
+def _add(txn, written, held: str) -> None:
+    """Add `written`'s files as a DataFrame (`frame`) or as lines collected to the driver."""
+    if held == "driver":
+        assert written.lines is not None and len(written.lines) == written.files > 0
+        txn.addFiles(written.adds, written.files, written.lines)
+    else:
+        txn.addFiles(written.adds)

@@ -71,9 +71,10 @@ def convert(
     ).otherwise(
         F.raise_error(F.concat(F.lit("deltaspark: data file outside the table root "), F.col("__file")))
     )
-    adds, per_file = describe_files(
+    described = describe_files(
         spark, root, data_fields, partitions, properties or {}, [], relative, root, reserialize=True
     )
+    adds, per_file = described.adds, described.cached
     try:
         # Directories named key=value that the partition schema does not account for.
         depth = len(partitions)
@@ -98,15 +99,14 @@ def convert(
         configuration = dict(properties or {})
         txn.updateProtocol(required_protocol(None, features_for_schema(schema)))
         txn.updateMetadata(new_table_metadata(schema, [f.name for f in partitions], configuration))
-        txn.addFiles(adds)
-        count = adds.agg(F.count(F.lit(1)), F.sum("num_records"), F.sum("add.size")).first()
+        txn.addFiles(adds, described.files, described.lines)
         parameters = {
-            "numFiles": int(count[0] or 0),
+            "numFiles": described.files,
             "partitionedBy": [f.name for f in partitions],
             "collectStats": True,
             "sourceFormat": "parquet",
         }
-        metrics = {"numConvertedFiles": int(count[0] or 0), "numOutputRows": int(count[1] or 0)}
+        metrics = {"numConvertedFiles": described.files, "numOutputRows": described.rows}
         log.info("Converting %s: %d parquet files", table_path, parameters["numFiles"])
         return txn.commit("CONVERT", parameters, metrics)
     finally:

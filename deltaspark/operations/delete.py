@@ -252,7 +252,7 @@ def _rewrite(
             for source, name in zip(("row_id", "row_commit_version"), hidden, strict=False)
         ],
     )
-    adds, per_file = write_data_files(
+    written = write_data_files(
         spark,
         snapshot.tableRoot,
         schema,
@@ -262,12 +262,11 @@ def _rewrite(
         mode=snapshot.columnMappingMode,
         hidden_columns=hidden,
     )
-    cached.append(per_file)
-    txn.addFiles(adds)
-    written = adds.agg(F.count(F.lit(1)), F.sum("num_records"), F.sum("add.size")).first()
-    metrics["numAddedFiles"] = int(written[0] or 0)
-    metrics["numCopiedRows"] = int(written[1] or 0)
-    metrics["numAddedBytes"] = int(written[2] or 0)
+    cached.append(written.cached)
+    txn.addFiles(written.adds, written.files, written.lines)
+    metrics["numAddedFiles"] = written.files
+    metrics["numCopiedRows"] = written.rows
+    metrics["numAddedBytes"] = written.bytes
     return rows.where(matches)
 
 
@@ -302,7 +301,7 @@ def _record_changes(
     changes = deleted.select(
         *[F.col(f"`{f.name}`") for f in schema.fields], F.lit("delete").alias("_change_type")
     )
-    cdc, cdc_files = write_data_files(
+    cdc, cdc_files, *_totals = write_data_files(
         spark,
         snapshot.tableRoot,
         change_schema,

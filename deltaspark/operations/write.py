@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -60,7 +60,7 @@ from deltaspark.operations.file_stats import indexed_leaves, stats_aggregates, s
 from deltaspark.read.predicates import from_filter, references
 from deltaspark.snapshot import Snapshot
 from deltaspark.storage import Storage, join_path
-from deltaspark.transaction.transaction import CommitResult, Transaction
+from deltaspark.transaction.transaction import CommitResult, Transaction, driver_file_actions, rendered_adds
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +243,7 @@ def write_data_files(
     mode: str = "none",
     hidden_columns: tuple[str, ...] = (),
     extra_aggregates: tuple[Column, ...] = (),
-) -> tuple[DataFrame, DataFrame]:
+) -> WrittenFiles:
     """Write `df` (already conformed) as parquet files under the table root (in `directory`, e.g.
     `_change_data/`, when given); return their `add` actions (`add`, `num_records`) as a DataFrame,
     after checking every rule in `checks_of` (unless `check_rows` is off, for change data files),
@@ -293,6 +293,18 @@ def write_data_files(
     )
 
 
+class WrittenFiles(NamedTuple):
+    """Data files just written (or converted): their `add` actions (`add`, `num_records`), the
+    cached per-file rows behind them (for the caller to unpersist), and their totals."""
+
+    adds: DataFrame
+    cached: DataFrame
+    files: int
+    rows: int
+    bytes: int
+    lines: list[tuple[str, int | None]] | None = None  # when few: the adds' commit lines, collected
+
+
 def describe_files(
     spark: SparkSession,
     location: str,
@@ -305,7 +317,7 @@ def describe_files(
     reserialize: bool = False,
     mode: str = "none",
     extra_aggregates: tuple[Column, ...] = (),
-) -> tuple[DataFrame, DataFrame]:
+) -> WrittenFiles:
     """Read the parquet files under `location` once: `add` actions with statistics per file, after
     checking every rule in `checks`. Partition directories are read as strings; `reserialize`
     parses them as their types and writes them back in the protocol's form (for directories
@@ -351,15 +363,6 @@ def describe_files(
         *extra_aggregates,
     )
     per_file = per_file.persist()
-    if checks:
-        totals = per_file.agg(*[F.sum(f"__bad{i}").alias(f"b{i}") for i in range(len(checks))]).first()
-        broken = [(c, int(totals[i] or 0)) for i, c in enumerate(checks) if totals[i]]
-        if broken:
-            per_file.unpersist()
-            detail = "; ".join(f"{c.name} ({c.expression}): {n} row(s)" for c, n in broken)
-            raise InvariantViolationError(
-                f"Rows written to {table_root} violate {detail}; nothing was committed"
-            )
     partition_values = (
         F.create_map(
             *[x for i, f in enumerate(fields) for x in (F.lit(physical_name(f, mode)), F.col(f"__pv_{i}"))]
@@ -375,7 +378,29 @@ def describe_files(
         F.lit(True).alias("dataChange"),
         stats_json(leaves, meaning).alias("stats"),
     )
-    return per_file.select(add.alias("add"), "num_records"), per_file
+    adds = per_file.select(add.alias("add"), "num_records")
+    # The job that computes (and caches) the per-file rows collects them when they are few - their
+    # commit lines, counts and check violations, totalled here - else totals them.
+    bad = [f"__bad{i}" for i in range(len(checks))]
+    limit = driver_file_actions(spark)
+    held = None
+    if limit > 0:
+        shaped = per_file.select(add.alias("add"), "num_records", "__size", *bad)
+        held = rendered_adds(shaped).limit(limit + 1).collect()
+    if held is not None and len(held) <= limit:
+        totals = [len(held), sum(r["num_records"] for r in held), sum(r["__size"] for r in held)]
+        totals += [sum(r[b] for r in held) for b in bad]
+        lines = [(r["line"], r["num_records"]) for r in held]
+    else:
+        sums = [F.sum(c) for c in ("num_records", "__size", *bad)]
+        totals = list(per_file.agg(F.count(F.lit(1)), *sums).first())
+        lines = None
+    broken = [(c, int(totals[3 + i] or 0)) for i, c in enumerate(checks) if totals[3 + i]]
+    if broken:
+        per_file.unpersist()
+        detail = "; ".join(f"{c.name} ({c.expression}): {n} row(s)" for c, n in broken)
+        raise InvariantViolationError(f"Rows written to {table_root} violate {detail}; nothing was committed")
+    return WrittenFiles(adds, per_file, int(totals[0] or 0), int(totals[1] or 0), int(totals[2] or 0), lines)
 
 
 def add_of(**changes: Column) -> Column:
@@ -561,8 +586,7 @@ def write(
         else:
             txn.readWholeTable()
             removed = snapshot.files()
-        txn.removeFiles(removes_of(removed, now))
-    adds, cached = write_data_files(
+    written = write_data_files(
         spark,
         table_root,
         schema,
@@ -576,6 +600,7 @@ def write(
             for i, g in enumerate(generated)
         ),
     )
+    adds, cached = written.adds, written.cached
     try:
         if generated:
             # The new high-water marks go into this commit's metaData (a concurrent writer that also
@@ -591,17 +616,17 @@ def write(
                 metadata = replace(metadata, schemaString=with_high_water_marks(schema, marks).json())
                 txn.updateMetadata(metadata)
                 operation_parameters["identityHighWaterMarks"] = json.dumps(marks)
-        txn.addFiles(adds)
-        counts = adds.agg(F.count(F.lit(1)), F.sum("num_records"), F.sum("add.size")).first()
+        txn.addFiles(adds, written.files, written.lines)
         metrics: dict[str, Any] = {
-            "numFiles": int(counts[0] or 0),
-            "numOutputRows": int(counts[1] or 0),
-            "numOutputBytes": int(counts[2] or 0),
+            "numFiles": written.files,
+            "numOutputRows": written.rows,
+            "numOutputBytes": written.bytes,
         }
         if removed is not None:
             gone = removed.agg(F.count(F.lit(1)), F.sum("size")).first()
             metrics["numRemovedFiles"] = int(gone[0] or 0)
             metrics["numRemovedBytes"] = int(gone[1] or 0)
+            txn.removeFiles(removes_of(removed, now), metrics["numRemovedFiles"])
         return txn.commit("WRITE", operation_parameters, metrics, userMetadata)
     finally:
         cached.unpersist()

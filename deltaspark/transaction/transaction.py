@@ -58,6 +58,11 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS_CONF = "spark.deltaspark.commit.maxAttempts"
 CHECKSUM_CONF = "spark.deltaspark.commit.checksum"  # full (default) | incremental | off
+# Up to this many file actions whose count the caller knows are collected to the driver (one Spark
+# job) and written with the commit's other lines: no job renders them, no job aggregates them for
+# the checksum. 0 turns it off.
+DRIVER_FILE_ACTIONS_CONF = "spark.deltaspark.commit.driverFileActions"
+DEFAULT_DRIVER_FILE_ACTIONS = 1000
 DEFAULT_MAX_ATTEMPTS = 100
 ICT_ENABLED = "delta.enableInCommitTimestamps"
 ICT_VERSION = "delta.inCommitTimestampEnablementVersion"
@@ -94,6 +99,20 @@ def _in_schema_order(frame: DataFrame, column: str, schema: StructType) -> Colum
     return F.expr(f"named_struct({fields})")
 
 
+def driver_file_actions(spark: SparkSession) -> int:
+    """How many file actions a commit may collect to the driver (`DRIVER_FILE_ACTIONS_CONF`)."""
+    return int(conf_get(spark, DRIVER_FILE_ACTIONS_CONF, str(DEFAULT_DRIVER_FILE_ACTIONS)))
+
+
+def rendered_adds(adds: DataFrame) -> DataFrame:
+    """`adds` (an `add` struct and `num_records`, other columns kept) with the `add` replaced by
+    `line`, its commit line as `Transaction.addFiles` writes it: for callers that collect a few
+    adds together with other per-file values, and hand the lines over (`addFiles(lines=...)`)."""
+    others = [c for c in adds.columns if c != "add"]
+    line = A.add_line(_in_schema_order(adds, "add", schemas.ADD))
+    return adds.select(line.alias("line"), *others)
+
+
 class Transaction:
     """An optimistic transaction on the table at `table_path` (see the module docstring)."""
 
@@ -112,6 +131,8 @@ class Transaction:
         self._actions: list[dict[str, Any]] = []
         self._adds: DataFrame | None = None
         self._removes: DataFrame | None = None
+        # Adds collected to the driver: (their line as Spark renders it, the action, num_records).
+        self._driver_adds: list[tuple[str, dict[str, Any], int | None]] = []
         self._reads = TransactionReads(snapshot, WRITE_SERIALIZABLE, True, False, False)
         self._txn_id = A.new_txn_id()
         self._last_high_water_mark: int | None = None
@@ -162,16 +183,39 @@ class Transaction:
             self._reads.written_domains.add(action["domainMetadata"]["domain"])
         self._actions.append(action)
 
-    def addFiles(self, adds: DataFrame) -> None:
+    def addFiles(
+        self,
+        adds: DataFrame,
+        count: int | None = None,
+        lines: list[tuple[str, int | None]] | None = None,
+    ) -> None:
         """`add` actions as a DataFrame: an `add` struct column (the protocol's fields) and
-        `num_records` (for row ids, when row tracking is on)."""
+        `num_records` (for row ids, when row tracking is on). `count`, when the caller knows how many
+        rows `adds` has: a few are collected to the driver now (`DRIVER_FILE_ACTIONS_CONF`);
+        `lines`, when the caller has already collected them (`rendered_adds`): `adds` is not read."""
+        if lines is None and self._fits_driver(count, len(self._driver_adds)):
+            lines = [(r["line"], r["num_records"]) for r in rendered_adds(adds).collect()]
+        if lines is not None:
+            for line, records in lines:
+                self._driver_adds.append((line, json.loads(line)["add"], records))
+            return
         adds = adds.select(_in_schema_order(adds, "add", schemas.ADD).alias("add"), "num_records")
         self._adds = adds if self._adds is None else self._adds.unionByName(adds)
 
-    def removeFiles(self, removes: DataFrame) -> None:
-        """`remove` actions as a DataFrame with a `remove` struct column."""
+    def removeFiles(self, removes: DataFrame, count: int | None = None) -> None:
+        """`remove` actions as a DataFrame with a `remove` struct column; `count` as for `addFiles`."""
         removes = removes.select(_in_schema_order(removes, "remove", schemas.REMOVE).alias("remove"))
+        small = sum(1 for a in self._actions if "remove" in a)
+        if self._fits_driver(count, small):
+            for row in removes.select(A.remove_line(F.col("remove")).alias("line")).collect():
+                self._actions.append(json.loads(row["line"]))
+            return
         self._removes = removes if self._removes is None else self._removes.unionByName(removes)
+
+    def _fits_driver(self, count: int | None, held: int) -> bool:
+        """Whether `count` more file actions (beside `held` already on the driver) are few enough
+        to be collected (`DRIVER_FILE_ACTIONS_CONF`)."""
+        return count is not None and count + held <= driver_file_actions(self.spark)
 
     # ---- committing -------------------------------------------------------------------------------
     def _isolation_level(self, data_change: bool) -> str:
@@ -235,10 +279,11 @@ class Transaction:
             extra = self.spark.createDataFrame([(p,) for p in small_remove_paths], "path string")
             reads.removed_files = extra if reads.removed_files is None else reads.removed_files.union(extra)
 
-        row_tracking = self._row_tracking() and self._adds is not None
+        row_tracking = self._row_tracking() and (self._adds is not None or bool(self._driver_adds))
         adds = self._prepare_adds(row_tracking)
         high_water_mark = self._read_high_water_mark() if row_tracking else None
-        new_rows = self._count_new_rows(adds) if row_tracking else 0
+        frame_rows = self._count_new_rows(adds) if row_tracking else 0
+        new_rows = frame_rows + (self._count_driver_rows() if row_tracking else 0)
         ict_enabled = is_true(self.metadata.configuration.get(ICT_ENABLED))
         ict_newly_enabled = ict_enabled and not (
             self.snapshot is not None and self.snapshot.inCommitTimestamps.applies_to(self.snapshot.version)
@@ -297,6 +342,9 @@ class Transaction:
                 else:
                     parts = []
                 text = "".join(A.line(a) + "\n" for a in head)
+                if self._driver_adds:
+                    first_id = high_water_mark + 1 + frame_rows if high_water_mark is not None else None
+                    text += "".join(line + "\n" for line in self._driver_add_lines(first_id, version))
                 path = commit_path(self.table_path, version)
                 if self._store.put_if_absent(path, text, parts):
                     self._write_checksum(version, info["commitInfo"], metadata, ict)
@@ -347,7 +395,9 @@ class Transaction:
             previous = C.read_checksum(self.storage, self.table_path, version - 1)
             if previous is not None or version == 0:
                 small = self._actions
-                added = C.aggregate_dicts([a["add"] for a in small if "add" in a])
+                added = C.aggregate_dicts(
+                    [a["add"] for a in small if "add" in a] + [add for _, add, _ in self._driver_adds]
+                )
                 removed = C.aggregate_dicts([a["remove"] for a in small if "remove" in a])
                 dvs = self.protocol.hasFeature("deletionVectors")
                 if self._adds is not None:
@@ -436,6 +486,34 @@ class Transaction:
         counted = F.when(needs, F.col("num_records")).otherwise(F.lit(0))
         order = Window.orderBy(F.col("add.path")).rowsBetween(Window.unboundedPreceding, -1)
         return adds.withColumn("row_offset", F.coalesce(F.sum(counted).over(order), F.lit(0)))
+
+    def _count_driver_rows(self) -> int:
+        """Rows of the driver-held adds that get new row ids (those without a `baseRowId`)."""
+        needs = [records for _, add, records in self._driver_adds if add.get("baseRowId") is None]
+        if any(records is None for records in needs):
+            raise CommitError(f"Row tracking on {self.table_path} needs numRecords for every added file")
+        return sum(int(records) for records in needs)
+
+    def _driver_add_lines(self, first_id: int | None, version: int) -> list[str]:
+        """The driver-held adds' lines; with row tracking (`first_id` set), files without row ids
+        get consecutive ranges from `first_id`, in path order as `_prepare_adds` orders the rest,
+        and this commit's version as their `defaultRowCommitVersion`."""
+        if first_id is None:
+            return [line for line, _, _ in self._driver_adds]
+        lines = []
+        next_id = first_id
+        for line, add, records in sorted(self._driver_adds, key=lambda entry: entry[1]["path"]):
+            if add.get("baseRowId") is not None and add.get("defaultRowCommitVersion") is not None:
+                lines.append(line)
+                continue
+            add = dict(add)
+            if add.get("baseRowId") is None:
+                add["baseRowId"] = next_id
+                next_id += int(records or 0)
+            if add.get("defaultRowCommitVersion") is None:
+                add["defaultRowCommitVersion"] = version
+            lines.append(A.line({"add": add}))
+        return lines
 
     def _count_new_rows(self, adds: DataFrame | None) -> int:
         if adds is None:
