@@ -151,3 +151,19 @@ def test_small_tables_runner_smoke(tmp_path):
     assert runs["deltars/dv"]["status"] in ("ok", "not supported")  # deltalake 1.6.6 reads no DVs
     assert all(runs[f"deltaspark/{t}"]["jobs"] >= 1 for t in ("plain", "partitioned", "dv"))
     assert len(runs["deltaspark/plain-commits"]["after_commit"]) == 1
+
+
+@pytest.mark.one_suite("4.x")  # three processes with tiny data: about 40 seconds
+def test_write_runner_smoke(tmp_path):
+    out = tmp_path / "results.json"
+    command = [sys.executable, "-m", "benchmarks.write", "--rows", "2000", "--bulk-repeat", "1"]
+    command += ["--repeat", "1", "--warmup", "0", "--workdir", str(tmp_path / "work"), "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    cases = json.loads(out.read_text())["cases"]
+    for bulk in ("bulk unpartitioned", "bulk partitioned"):
+        assert set(cases[bulk]) == {"deltaspark", "spark", "deltars"}, cases
+    assert set(cases["small append"]) == {"deltaspark", "spark", "deltars"}
+    assert 1 <= cases["small append"]["deltaspark"]["jobs"] <= 4  # 8 before the small-commit route
+    assert cases["setProperties"]["deltaspark"]["median"] > 0
