@@ -10,6 +10,8 @@ Measured in one run, on the same data (a parquet source of `--rows` rows, 4 colu
 - `small append`: 10 rows appended, warm (after `--warmup` untimed appends), `--repeat` times:
   deltaspark `write(rows, path)` and Spark's `rows.write.mode("append").parquet(path)`, with the
   Spark jobs one append runs; delta-rs `write_deltalake(mode="append")` of the same 10 rows.
+- `first write`: 10 rows written by the first call of a new session (its start not counted), by
+  deltaspark and by Spark's own writer, each in a new process.
 - `small commits`: commits without data on the small-append table, warm: `setProperties` and a
   partition-only `delete` of a partitioned table (a whole partition's files removed unread).
 
@@ -152,6 +154,22 @@ def _spark_worker(workdir: Path, rows: int, bulk_repeat: int, repeat: int, warmu
     return result
 
 
+def _first_worker(engine: str, workdir: Path) -> dict[str, Any]:
+    """The first write of a new session (10 rows to a new table or directory), the session's start
+    not counted: what a notebook's first append costs."""
+    spark = _session()
+    small = spark.range(10).selectExpr(*_rows_expr())
+    target = workdir / f"first-{engine}"
+    if engine == "deltaspark":
+        import deltaspark
+
+        first = _timed(lambda: deltaspark.write(small, str(target)))
+    else:
+        first = _timed(lambda: small.write.parquet(str(target)))
+    shutil.rmtree(target, ignore_errors=True)
+    return {"first write": {engine: {"runs": [round(first, 3)], "median": round(first, 3)}}}
+
+
 def _deltars_worker(workdir: Path, rows: int, bulk_repeat: int, repeat: int, warmup: int) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.dataset as ds
@@ -208,19 +226,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--out", default=None)
-    parser.add_argument("--worker", choices=["setup", "spark", "deltars"], help=argparse.SUPPRESS)
+    workers = ["setup", "spark", "deltars", "first-deltaspark", "first-spark"]
+    parser.add_argument("--worker", choices=workers, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="deltaspark-write-"))
     if args.worker:
         if args.worker == "setup":
             _setup(workdir, args.rows)
             return 0
-        worker = _spark_worker if args.worker == "spark" else _deltars_worker
         try:
-            result = {
-                "status": "ok",
-                "cases": worker(workdir, args.rows, args.bulk_repeat, args.repeat, args.warmup),
-            }
+            if args.worker.startswith("first-"):
+                cases = _first_worker(args.worker[len("first-") :], workdir)
+            else:
+                worker = _spark_worker if args.worker == "spark" else _deltars_worker
+                cases = worker(workdir, args.rows, args.bulk_repeat, args.repeat, args.warmup)
+            result = {"status": "ok", "cases": cases}
         except Exception as exc:  # noqa: BLE001 - reported, not raised: the runner goes on
             result = {"status": "error", "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
         emit(result)
@@ -240,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         if not setup.results:
             print(setup.stderr_tail, file=sys.stderr)
             return 1
-        for engine in ("spark", "deltars"):
+        for engine in ("first-spark", "first-deltaspark", "spark", "deltars"):
             outcome = run_monitored([*me, "--worker", engine], timeout=3600, mem_cap_bytes=16 * 1024**3)
             entry = (
                 outcome.results[-1]

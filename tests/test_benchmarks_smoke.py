@@ -153,7 +153,7 @@ def test_small_tables_runner_smoke(tmp_path):
     assert len(runs["deltaspark/plain-commits"]["after_commit"]) == 1
 
 
-@pytest.mark.one_suite("4.x")  # three processes with tiny data: about 40 seconds
+@pytest.mark.one_suite("4.x")  # five processes with tiny data: about a minute
 def test_write_runner_smoke(tmp_path):
     out = tmp_path / "results.json"
     command = [sys.executable, "-m", "benchmarks.write", "--rows", "2000", "--bulk-repeat", "1"]
@@ -165,5 +165,6 @@ def test_write_runner_smoke(tmp_path):
     for bulk in ("bulk unpartitioned", "bulk partitioned"):
         assert set(cases[bulk]) == {"deltaspark", "spark", "deltars"}, cases
     assert set(cases["small append"]) == {"deltaspark", "spark", "deltars"}
+    assert set(cases["first write"]) == {"deltaspark", "spark"}
     assert 1 <= cases["small append"]["deltaspark"]["jobs"] <= 4  # 8 before the small-commit route
     assert cases["setProperties"]["deltaspark"]["median"] > 0

@@ -73,6 +73,21 @@ def test_a_missing_or_damaged_previous_checksum_means_a_full_computation(spark, 
     assert (path / "_delta_log" / f"{0:020d}.crc").read_text() == "{not json"  # never overwritten
 
 
+def test_a_commit_without_data_never_computes_a_full_checksum(spark, tmp_path):
+    """Without the previous `.crc`, a commit that changes no file (setProperties) writes none rather
+    than reading the whole table; the next commit that changes files writes a full one."""
+    path = tmp_path / "t"
+    write(spark.createDataFrame([(1,)], "id long"), str(path))
+    (path / "_delta_log" / f"{0:020d}.crc").unlink()
+    DeltaTable.forPath(spark, str(path)).setProperties({"delta.logRetentionDuration": "interval 40 days"})
+    assert not (path / "_delta_log" / f"{1:020d}.crc").exists()
+    write(spark.createDataFrame([(2,)], "id long"), str(path))
+    assert _crc(path, 2)["numFiles"] == 2
+    _assert_matches_replay(spark, path, 2)
+    DeltaTable.forPath(spark, str(path)).setProperties({"delta.logRetentionDuration": "interval 41 days"})
+    assert _crc(path, 3)["numFiles"] == 2  # from version 2's, incrementally
+
+
 def test_checksums_can_be_turned_off(spark, tmp_path):
     path = tmp_path / "t"
     spark.conf.set("spark.deltaspark.commit.checksum", "off")

@@ -441,7 +441,15 @@ class Transaction:
                     ),
                 )
             if doc is None:
-                if mode != "full":
+                # Without `N-1.crc` only a full computation over the table gives one: worth it for a
+                # commit that changes files (which reads them anyway), not for a commit without data.
+                changes_files = (
+                    self._adds is not None
+                    or self._removes is not None
+                    or bool(self._driver_adds)
+                    or any("add" in a or "remove" in a for a in self._actions)
+                )
+                if mode != "full" or not changes_files:
                     return
                 snapshot = load_version(self.spark, self.storage, self.table_path, version, None)
                 doc = C.full_checksum(snapshot, info["txnId"])
