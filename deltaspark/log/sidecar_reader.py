@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from deltaspark.log.replay import CORRUPT_LINE
+from deltaspark.log.replay import CORRUPT_LINE, read_parquet_actions
 from deltaspark.spark_compat import arrow_schema, check_python_workers, read_paths
 from deltaspark.storage import STRICT_READ_OPTIONS
 
@@ -160,14 +160,8 @@ def read_sidecar_actions(
         check_python_workers(spark)  # local mode: a worker Python without pyarrow, named up front
         contents = read_paths(spark, spark.read.options(**STRICT_READ_OPTIONS), "binaryFile", small)
         decode = decode_batches(arrow_schema(out), version, checkpoint)
-        frames.append(contents.select("path", "content").mapInArrow(decode, out))
+        decoded = contents.select("path", "content").mapInArrow(decode, out)
+        frames.append(decoded.withColumn(CORRUPT_LINE, F.lit(False)))
     if big:
-        reader = spark.read.options(**STRICT_READ_OPTIONS).schema(schema)
-        rows = read_paths(spark, reader, "parquet", big)
-        frames.append(
-            rows.select(
-                F.lit(version).cast("long").alias("version"), F.col("_metadata.file_path").alias("file"), "*"
-            )
-        )
-    result = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
-    return result.withColumn(CORRUPT_LINE, F.lit(False))
+        frames.append(read_parquet_actions(spark, big, schema, version))
+    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
