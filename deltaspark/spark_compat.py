@@ -6,10 +6,13 @@ place that depends on that difference goes through this module.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -187,3 +190,34 @@ def local_frame(spark: SparkSession, columns: dict[str, list[Any]], schema: Any)
     # path is called directly, so that the user's setting stays as it is.
     timezone = conf_get(spark, "spark.sql.session.timeZone", "UTC")
     return spark._create_from_pandas_with_arrow(table.to_pandas(), schema, timezone)  # type: ignore[attr-defined]
+
+
+_TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
+_timestamp_lock = threading.Lock()
+_timestamp_users: dict[int, tuple[int, str | None]] = {}  # id(spark) -> (writers, previous value)
+
+
+@contextlib.contextmanager
+def micros_timestamps(spark: SparkSession) -> Iterator[None]:
+    """Parquet files written inside write timestamps as INT64 micros, not legacy INT96 (whose
+    footers carry no statistics; checkpoints' stats_parsed, data files).
+
+    The setting is session-wide, so concurrent checkpoint writers of one session share it: the first
+    sets it, the last restores what was there before."""
+    with _timestamp_lock:
+        users, previous = _timestamp_users.get(id(spark), (0, None))
+        if users == 0:
+            previous = spark.conf.get(_TIMESTAMP_CONF, None)
+            spark.conf.set(_TIMESTAMP_CONF, "TIMESTAMP_MICROS")
+        _timestamp_users[id(spark)] = (users + 1, previous)
+    try:
+        yield
+    finally:
+        with _timestamp_lock:
+            users, previous = _timestamp_users.pop(id(spark))
+            if users > 1:
+                _timestamp_users[id(spark)] = (users - 1, previous)
+            elif previous is None:
+                spark.conf.unset(_TIMESTAMP_CONF)
+            else:
+                spark.conf.set(_TIMESTAMP_CONF, previous)

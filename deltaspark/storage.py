@@ -90,6 +90,10 @@ class Storage(ABC):
         """A small file's bytes; only where `direct_reads` (the driver reads files itself)."""
         raise NotImplementedError(f"{type(self).__name__} reads no bytes on the driver")
 
+    def read_tail(self, path: str, size: int, length: int, local: bool = True) -> bytes:
+        """The last `length` bytes of a file of `size` bytes; only where `direct_reads`."""
+        raise NotImplementedError(f"{type(self).__name__} reads no bytes on the driver")
+
     def last_lines(self, files: list[tuple[str, int]]) -> list[str | None]:
         """The last non-blank line of each `(path, size)` text file (empty when it has none, `None`
         when it is gone), reading only the files' ends, in parallel."""
@@ -200,7 +204,7 @@ def _last_line_of(read: Callable[[int, int], bytes], size: int) -> str:
     return ""
 
 
-def _local_file(path: str) -> str | None:
+def local_file(path: str) -> str | None:
     """The local path of a `file:` URI (as Hadoop qualifies local paths), else None."""
     if path.startswith("file://"):
         rest = path[len("file://") :]
@@ -306,7 +310,7 @@ class HadoopStorage(Storage):
 
     @_named_errors
     def last_line(self, path: str, size: int) -> str | None:
-        local = _local_file(path)
+        local = local_file(path)
         if local is not None:  # a local disk: Python reads it without py4j round trips
             try:
                 with open(local, "rb") as handle:
@@ -334,6 +338,23 @@ class HadoopStorage(Storage):
                 return bytes(self._io_utils.toByteArray(stream, end - begin))
 
             return _last_line_of(read, size)
+        finally:
+            stream.close()
+
+    @_named_errors
+    def read_tail(self, path: str, size: int, length: int, local: bool = True) -> bytes:
+        """The last `length` bytes of a file of `size` bytes (a parquet footer): a local file is
+        read by Python (`local`), anything else through its Hadoop FileSystem."""
+        where = local_file(path) if local else None
+        if where is not None:
+            with open(where, "rb") as handle:
+                handle.seek(size - length)
+                return handle.read(length)
+        fs, jpath = self._fs_and_path(path)
+        stream = fs.open(jpath)
+        try:
+            stream.seek(size - length)
+            return bytes(self._io_utils.toByteArray(stream, length))
         finally:
             stream.close()
 

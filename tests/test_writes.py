@@ -610,3 +610,26 @@ def test_a_backfill_racing_an_append_conflicts(spark, tmp_path):
     with pytest.raises(ConcurrentAppendError):
         set_properties(spark, storage_for(spark), str(path), stale, {"delta.enableRowTracking": "true"})
     assert "delta.enableRowTracking" not in table.snapshot().configuration
+
+
+def test_checks_raised_inside_the_write_count_rows_and_commit_nothing(spark, tmp_path):
+    path = str(tmp_path / "t")
+    table = (
+        DeltaTable.create(spark)
+        .location(path)
+        .addColumn("id", "BIGINT", nullable=False)
+        .addColumn("v", "INT")
+        .property("delta.constraints.small", "v < 100")
+        .execute()
+    )
+    write(spark.range(1000).selectExpr("id", "cast(id % 50 as int) as v").repartition(4), path)
+    bad = spark.range(1000).selectExpr("id", "cast(id % 120 as int) as v").repartition(4)
+    with pytest.raises(InvariantViolationError, match=r"CHECK constraint small \(v < 100\): 160 row\(s\)"):
+        write(bad, path)  # ids with id % 120 >= 100: 8 x 20, in several tasks
+    assert table.snapshot().version == 1 and table.toDF().count() == 1000
+    # Rows a join drops are not checked (the rule is evaluated on what is written, not pushed below
+    # the join onto its inputs): odd ids break the constraint, and only even ids are joined.
+    left = spark.range(100).selectExpr("id", "cast(if(id % 2 = 0, 99, 500) as int) as v")
+    even = spark.range(0, 100, 2).withColumnRenamed("id", "k")
+    write(left.join(even, left["id"] == even["k"]).drop("k"), path)
+    assert table.snapshot().version == 2 and table.toDF().where("v = 99").count() == 50

@@ -1,11 +1,13 @@
 """Every written file's statistics against the file's own contents.
 
-A write's `add.stats` are computed apart from the parquet files they describe (in the write's
-read-back); data skipping trusts them. So each file of a multi-file, partitioned write of many types
-is opened with pyarrow and its rows counted, nulls counted and bounds taken by the protocol's rules
-("Per-file Statistics"): nulls of a struct count for its fields; floats with NaN have no bounds;
-strings longer than 32 characters keep their minimum cut to 32 characters and no maximum;
-timestamps are in milliseconds, the minimum rounded down and the maximum up. Any disagreement fails.
+A write's `add.stats` are computed apart from the parquet files they describe (from the footers
+Spark's writer wrote, or, where footers cannot say, by reading the files back); data skipping trusts
+them. So each file of a multi-file, partitioned write of many types is opened with pyarrow and its
+rows counted, nulls counted and bounds taken by the protocol's rules ("Per-file Statistics"): nulls
+of a struct count for its fields; floats with NaN have no bounds; strings keep their minimum cut to
+32 characters, and a maximum only when it is exact (the footer route: the maximum has at most 32
+characters; the read-back route: no value is longer); timestamps are in milliseconds, the minimum
+rounded down and the maximum up. Any disagreement fails. Both routes are run, each made sure of.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from deltaspark import write
+import deltaspark.operations.write as write_module
+from deltaspark import DeltaTable, write
 
 PREFIX = 32
 SCHEMA = (
@@ -62,7 +66,7 @@ def _utc_ms(value: dt.datetime, up: bool) -> str:
     return base.strftime("%Y-%m-%dT%H:%M:%S.") + f"{base.microsecond // 1000:03d}Z"
 
 
-def _bounds(values: list[Any], arrow_type: Any) -> tuple[Any, Any] | None:
+def _bounds(values: list[Any], arrow_type: Any, footers: bool) -> tuple[Any, Any] | None:
     """(min, max) as the stats JSON holds them; None for no bounds; (min, None) for no maximum."""
     present = [v for v in values if v is not None]
     if not present:
@@ -72,8 +76,9 @@ def _bounds(values: list[Any], arrow_type: Any) -> tuple[Any, Any] | None:
             return None
         return min(present), max(present)
     if pa.types.is_string(arrow_type):
-        low = min(present)[:PREFIX]
-        return (low, None) if max(len(v) for v in present) > PREFIX else (low, max(present))
+        low, high = min(present)[:PREFIX], max(present)
+        longest = len(high) if footers else max(len(v) for v in present)
+        return (low, None) if longest > PREFIX else (low, high)
     if pa.types.is_timestamp(arrow_type):
         return _utc_ms(min(present), False), _utc_ms(max(present), True)
     if pa.types.is_date(arrow_type):
@@ -83,7 +88,7 @@ def _bounds(values: list[Any], arrow_type: Any) -> tuple[Any, Any] | None:
     return None  # booleans, arrays: null counts only
 
 
-def _expected(table: pa.Table) -> dict[str, Any]:
+def _expected(table: pa.Table, footers: bool) -> dict[str, Any]:
     stats: dict[str, Any] = {"numRecords": table.num_rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
 
     def leaf(array: Any, path: list[str]) -> None:
@@ -93,7 +98,7 @@ def _expected(table: pa.Table) -> dict[str, Any]:
             return
         values = array.to_pylist()
         target = {"nullCount": sum(v is None for v in values)}
-        bounds = _bounds(values, array.type)
+        bounds = _bounds(values, array.type, footers)
         if bounds is not None:
             target["minValues"] = bounds[0]
             if bounds[1] is not None:
@@ -109,9 +114,19 @@ def _expected(table: pa.Table) -> dict[str, Any]:
     return stats
 
 
-def test_every_files_statistics_match_its_contents(spark, tmp_path):
+@pytest.mark.parametrize("footers", [True, False], ids=["footers", "read-back"])
+def test_every_files_statistics_match_its_contents(spark, tmp_path, monkeypatch, footers):
     path = tmp_path / "t"
     df = spark.createDataFrame(_rows(), SCHEMA).repartition(3)
+    if footers:  # an array column's null count is not in footers: that write reads files back
+        df = df.drop("arr")
+
+        def no_read_back(*args: Any, **kwargs: Any) -> None:
+            raise AssertionError("the footer route read the written files back")
+
+        monkeypatch.setattr(write_module, "describe_files", no_read_back)
+    else:
+        monkeypatch.setattr(write_module, "footer_adds", lambda *a, **k: None)
     write(df, str(path), partitionBy=["p"])
     commit = (path / "_delta_log" / f"{0:020d}.json").read_text().splitlines()
     adds = [json.loads(line)["add"] for line in commit if line.startswith('{"add"')]
@@ -124,7 +139,71 @@ def test_every_files_statistics_match_its_contents(spark, tmp_path):
             )
         )
         stats = json.loads(add["stats"], parse_float=Decimal)
-        expected = _expected(file)  # Decimal == float holds for these values (exact binary fractions)
+        expected = _expected(
+            file, footers
+        )  # Decimal == float holds for these values (exact binary fractions)
         assert stats == expected, f"{add['path']}: {stats} != {expected}"
     assert sum(a["size"] for a in adds) == sum((path / a["path"]).stat().st_size for a in adds)
     assert all(Path(path / a["path"]).exists() for a in adds)
+
+
+ODD = [
+    "a b",
+    "x%y",
+    "é",
+    "a/b",
+    "a=b",
+    "#?&",
+    "{}|^`",
+    "日本",
+    "",
+    None,
+    "tab\t",
+    "nb\u00a0sp",
+    "[x]",
+    '"q"',
+    "back\\",
+    "+:;@$,",
+]
+
+
+def test_footer_and_read_back_routes_agree_on_paths_and_partition_values(spark, tmp_path, monkeypatch):
+    df = spark.createDataFrame([(i, v) for i, v in enumerate(ODD)], "id long, p string")
+    write(df, str(tmp_path / "footers"), partitionBy=["p"])
+    monkeypatch.setattr(write_module, "footer_adds", lambda *a, **k: None)
+    write(df, str(tmp_path / "read-back"), partitionBy=["p"])
+
+    def adds(name: str) -> list[tuple[str, Any, Any]]:
+        lines = (tmp_path / name / "_delta_log" / f"{0:020d}.json").read_text().splitlines()
+        found = [json.loads(line)["add"] for line in lines if line.startswith('{"add"')]
+        # the partition directory (a file's name holds its job's id), partition values, stats
+        directory = [a["path"].split("/", 1)[1].rsplit("/", 1)[0] for a in found]
+        values = [json.dumps(a["partitionValues"]) for a in found]
+        return sorted(zip(directory, values, [json.loads(a["stats"]) for a in found], strict=True))
+
+    assert adds("footers") == adds("read-back")
+    assert len(adds("footers")) == len(ODD) - 1  # "" and None are both the null partition
+    rows = DeltaTable.forPath(spark, str(tmp_path / "footers")).toDF().select("id", "p").collect()
+    assert sorted((r.id, r.p) for r in rows) == sorted((i, v if v != "" else None) for i, v in enumerate(ODD))
+
+
+def test_uri_path_quotes_as_hadoop_does(spark):
+    from deltaspark.operations.footer_stats import uri_path
+
+    jvm = spark._jvm
+    for name in [*[v for v in ODD if v], "p=a%20b/part-0.parquet", "ü€😀", "\u2028x", "\x7f", "~!*'()"]:
+        expected = jvm.org.apache.hadoop.fs.Path("file:/t/" + name.replace("/", "_")).toUri().toString()
+        assert "file:/t/" + uri_path(name.replace("/", "_")) == expected, name
+
+
+def test_footers_read_through_hadoop_equal_footers_read_locally(spark, tmp_path):
+    from deltaspark.operations.footer_stats import read_footer
+    from deltaspark.storage import storage_for
+
+    pq.write_table(
+        pa.table({"a": list(range(5000)), "s": [f"v{i}" * 50 for i in range(5000)]}), tmp_path / "f.parquet"
+    )
+    storage = storage_for(spark)
+    uri, size = f"file:{tmp_path}/f.parquet", (tmp_path / "f.parquet").stat().st_size
+    local, hadoop = read_footer(storage, uri, size), read_footer(storage, uri, size, local=False)
+    assert local.to_dict() == hadoop.to_dict() and local.num_rows == 5000

@@ -40,10 +40,8 @@ import json
 import logging
 import math
 import re
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING, Any
@@ -65,7 +63,7 @@ from deltaspark.log.listing import list_log_files, read_last_checkpoint
 from deltaspark.log.reconciliation import JOIN_KEY, file_key
 from deltaspark.log.replay import count_actions_bound
 from deltaspark.log.segment import complete_checkpoints
-from deltaspark.spark_compat import is_connect
+from deltaspark.spark_compat import is_connect, micros_timestamps
 from deltaspark.spark_errors import eager
 from deltaspark.storage import FileStatus, Storage, join_path
 
@@ -352,43 +350,13 @@ def _non_file_actions(snapshot: Snapshot, types: dict[str, DataType], size: dict
 # ---- writing and moving files ---------------------------------------------------------------------
 
 
-_TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
-_timestamp_lock = threading.Lock()
-_timestamp_users: dict[int, tuple[int, str | None]] = {}  # id(spark) -> (writers, previous value)
-
-
-@contextlib.contextmanager
-def _micros_timestamps(spark: SparkSession) -> Iterator[None]:
-    """Write timestamps (in stats_parsed / partitionValues_parsed) as INT64 micros, not legacy INT96.
-
-    The setting is session-wide, so concurrent checkpoint writers of one session share it: the first
-    sets it, the last restores what was there before."""
-    with _timestamp_lock:
-        users, previous = _timestamp_users.get(id(spark), (0, None))
-        if users == 0:
-            previous = _conf(spark, _TIMESTAMP_CONF)
-            spark.conf.set(_TIMESTAMP_CONF, "TIMESTAMP_MICROS")
-        _timestamp_users[id(spark)] = (users + 1, previous)
-    try:
-        yield
-    finally:
-        with _timestamp_lock:
-            users, previous = _timestamp_users.pop(id(spark))
-            if users > 1:
-                _timestamp_users[id(spark)] = (users - 1, previous)
-            elif previous is None:
-                spark.conf.unset(_TIMESTAMP_CONF)
-            else:
-                spark.conf.set(_TIMESTAMP_CONF, previous)
-
-
 def _write(frame: DataFrame, directory: str, fmt: str, codec: str, max_records: int = 0) -> None:
     writer = frame.write.mode("errorifexists").option("maxRecordsPerFile", max_records)
     if fmt == "parquet":
         writer = writer.options(**_PARQUET_WRITE_OPTIONS)
         if codec == "zstd":
             writer = writer.option(_ZSTD_LEVEL_OPTION, str(CHECKPOINT_ZSTD_LEVEL))
-        with _micros_timestamps(frame.sparkSession):
+        with micros_timestamps(frame.sparkSession):
             writer.option("compression", codec).parquet(directory)
     else:
         writer.option("compression", "none").option("ignoreNullFields", "true").json(directory)

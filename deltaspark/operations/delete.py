@@ -262,8 +262,8 @@ def _rewrite(
         mode=snapshot.columnMappingMode,
         hidden_columns=hidden,
     )
-    cached.append(written.cached)
-    txn.addFiles(written.adds, written.files, written.lines)
+    cached.append(written)
+    txn.addFiles(written.adds, written.files, written.lines)  # type: ignore[arg-type]
     metrics["numAddedFiles"] = written.files
     metrics["numCopiedRows"] = written.rows
     metrics["numAddedBytes"] = written.bytes
@@ -301,7 +301,7 @@ def _record_changes(
     changes = deleted.select(
         *[F.col(f"`{f.name}`") for f in schema.fields], F.lit("delete").alias("_change_type")
     )
-    cdc, cdc_files, *_totals = write_data_files(
+    cdc = write_data_files(
         spark,
         snapshot.tableRoot,
         change_schema,
@@ -312,21 +312,20 @@ def _record_changes(
         check_rows=False,
         mode=snapshot.columnMappingMode,
     )
-    cached.append(cdc_files)
+    cached.append(cdc)
     deleted_rows, change_files = 0, 0
-    for row in cdc.select("add.path", "add.partitionValues", "add.size", "num_records").collect():
-        # one per changed partition and task: few
+    for add, records in cdc.add_rows():  # one per changed partition and task: few
         txn.addAction(
             {
                 "cdc": {
-                    "path": row["path"],
-                    "partitionValues": dict(row["partitionValues"] or {}),
-                    "size": int(row["size"]),
+                    "path": add["path"],
+                    "partitionValues": dict(add.get("partitionValues") or {}),
+                    "size": int(add["size"]),
                     "dataChange": False,
                 }
             }
         )
-        deleted_rows += int(row["num_records"])
+        deleted_rows += records
         change_files += 1
     metrics["numAddedChangeFiles"] = change_files
     if not metrics["numDeletedRows"]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -27,6 +28,7 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    TimestampType,
 )
 
 from deltaspark.errors import (
@@ -57,9 +59,12 @@ from deltaspark.features.schema_evolution import fits, merge_schemas
 from deltaspark.features.table_properties import check_user_properties
 from deltaspark.log import action_schemas as schemas
 from deltaspark.operations.file_stats import indexed_leaves, stats_aggregates, stats_json
+from deltaspark.operations.footer_stats import footer_adds, footer_route
 from deltaspark.read.predicates import from_filter, references
 from deltaspark.snapshot import Snapshot
-from deltaspark.storage import Storage, join_path
+from deltaspark.spark_compat import micros_timestamps
+from deltaspark.storage import Storage, join_path, storage_for
+from deltaspark.transaction import actions as A
 from deltaspark.transaction.transaction import CommitResult, Transaction, driver_file_actions, rendered_adds
 
 log = logging.getLogger(__name__)
@@ -258,34 +263,57 @@ def write_data_files(
     write_id = directory + f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:12]}"
     out = join_path(table_root, write_id)
     stored = [physical_field(f, mode) for f in data_fields]
-    staged = df.select(
+    checks = (checks_of(schema, configuration) if check_rows else []) + list(extra_checks)
+    # (value, name, field metadata) of each written column
+    columns: list[tuple[Column, str, dict[str, Any]]] = [
         *[
-            F.col(f"`{f.name}`").cast(p.dataType).alias(p.name, metadata=dict(p.metadata))
+            (F.col(f"`{f.name}`").cast(p.dataType), p.name, dict(p.metadata))
             for f, p in zip(data_fields, stored, strict=True)
         ],
-        *[F.col(f"`{name}`").cast("long").alias(name) for name in hidden_columns],
+        *[(F.col(f"`{name}`").cast("long"), name, {}) for name in hidden_columns],
         *[
-            serialize_partition_value(F.col(f"`{f.name}`"), f.dataType).alias(physical_name(f, mode))
+            (serialize_partition_value(F.col(f"`{f.name}`"), f.dataType), physical_name(f, mode), {})
             for f in fields
         ],
-    )
+    ]
+    if checks:
+        # Every rule is evaluated in the write's own projection: a row that breaks one fails the
+        # write's job (Spark aborts it: no file of it stays), and is counted afterwards.
+        columns[0] = (_raising_checks(columns[0][0], checks), *columns[0][1:])
+    staged = df.select(*[value.alias(name, metadata=meta) for value, name, meta in columns])
     writer = staged.write.mode("errorifexists").option(
         "mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"
     )
     if partition_names:
         writer = writer.partitionBy(*[physical_name(f, mode) for f in fields])
     log.info("Writing data files to %s", out)
-    writer.parquet(out)
+    storage = storage_for(spark)
+    leaves = indexed_leaves(StructType(data_fields), configuration, mode)
+    footers = not extra_aggregates and footer_route(spark, storage, leaves)
+    try:
+        if _has_timestamps(schema):
+            with micros_timestamps(spark):  # INT64 timestamps: footers then hold their bounds
+                writer.parquet(out)
+        else:
+            writer.parquet(out)
+    except Exception as exc:
+        index = _raised_check(exc)
+        if index is None:
+            raise
+        raise _violation(df, checks, index, table_root) from None
 
+    if footers:
+        found = footer_adds(spark, storage, out, write_id, fields, leaves, mode)  # type: ignore[arg-type]
+        if found is not None:
+            return _written_from(spark, found)
     relative = F.concat(F.lit(write_id + "/"), F.regexp_extract("__file", "/" + write_id + "/(.*)$", 1))
-    checks = (checks_of(schema, configuration) if check_rows else []) + list(extra_checks)
     return describe_files(
         spark,
         out,
         data_fields,
         fields,
         configuration,
-        checks,
+        [],
         relative,
         table_root,
         mode=mode,
@@ -293,16 +321,94 @@ def write_data_files(
     )
 
 
+_CHECK_MARK = "deltaspark check {} violated"
+_CHECK_RAISED = re.compile(r"deltaspark check (\d+) violated")
+
+
+def _raising_checks(value: Column, checks: list[Check]) -> Column:
+    """`value`, unless the row breaks a check: then an error naming the check's index."""
+    chain = None
+    for i, check in enumerate(checks):
+        broken = ~F.coalesce(F.expr(check.expression), F.lit(False))
+        error = F.raise_error(F.lit(_CHECK_MARK.format(i)))
+        chain = F.when(broken, error) if chain is None else chain.when(broken, error)
+    return chain.otherwise(value)  # type: ignore[union-attr]
+
+
+def _raised_check(exc: BaseException) -> int | None:
+    match = _CHECK_RAISED.search(str(exc))
+    return int(match.group(1)) if match else None
+
+
+def _violation(df: DataFrame, checks: list[Check], raised: int, table_root: str) -> InvariantViolationError:
+    """The error for a write a check stopped: every check's count of breaking rows (a second look
+    at the input, on this failure path only)."""
+    counts = df.agg(
+        *[
+            F.sum(F.when(F.coalesce(F.expr(c.expression), F.lit(False)), 0).otherwise(1)).alias(f"b{i}")
+            for i, c in enumerate(checks)
+        ]
+    ).first()
+    broken = [(c, int(counts[i] or 0)) for i, c in enumerate(checks) if counts is not None and counts[i]]
+    if not broken:  # the input changed between the two looks (a non-deterministic source)
+        broken = [(checks[raised], 1)]
+        detail = f"{checks[raised].name} ({checks[raised].expression}): at least 1 row"
+    else:
+        detail = "; ".join(f"{c.name} ({c.expression}): {n} row(s)" for c, n in broken)
+    return InvariantViolationError(f"Rows written to {table_root} violate {detail}; nothing was committed")
+
+
+def _has_timestamps(data_type: DataType) -> bool:
+    if isinstance(data_type, StructType):
+        return any(_has_timestamps(f.dataType) for f in data_type.fields)
+    if isinstance(data_type, ArrayType):
+        return _has_timestamps(data_type.elementType)
+    if isinstance(data_type, MapType):
+        return _has_timestamps(data_type.keyType) or _has_timestamps(data_type.valueType)
+    return isinstance(data_type, TimestampType)
+
+
+def _written_from(spark: SparkSession, found: list[tuple[dict[str, Any], int]]) -> WrittenFiles:
+    """`WrittenFiles` of adds made on the driver (from footers): their lines are handed to the
+    transaction when few (`driver_file_actions`), else a DataFrame of them."""
+    lines: list[tuple[str, int | None]] = [(A.line({"add": add}), records) for add, records in found]
+    rows = sum(records for _, records in found)
+    size = sum(int(add["size"]) for add, _ in found)
+    if len(lines) <= driver_file_actions(spark):
+        return WrittenFiles(None, None, len(found), rows, size, lines)
+    frame = spark.createDataFrame(lines, "line string, num_records long")
+    adds = frame.select(
+        F.from_json("line", StructType([StructField("add", schemas.ADD)])).getField("add").alias("add"),
+        "num_records",
+    )
+    return WrittenFiles(adds, None, len(found), rows, size)
+
+
 class WrittenFiles(NamedTuple):
     """Data files just written (or converted): their `add` actions (`add`, `num_records`), the
-    cached per-file rows behind them (for the caller to unpersist), and their totals."""
+    cached per-file rows behind them (for the caller to unpersist), and their totals. When the adds
+    were made on the driver and are few, `lines` holds them and there is no DataFrame (`adds` and
+    `cached` are None): `add_rows` reads them either way."""
 
-    adds: DataFrame
-    cached: DataFrame
+    adds: DataFrame | None
+    cached: DataFrame | None
     files: int
     rows: int
     bytes: int
     lines: list[tuple[str, int | None]] | None = None  # when few: the adds' commit lines, collected
+
+    def add_rows(self) -> list[tuple[dict[str, Any], int]]:
+        """Every add (as a dict) and its row count, on the driver: for callers that know they are
+        few (change data files: one per partition and task)."""
+        if self.lines is not None:
+            return [(json.loads(line)["add"], int(records or 0)) for line, records in self.lines]
+        assert self.adds is not None
+        rows = rendered_adds(self.adds).collect()
+        return [(json.loads(r["line"])["add"], int(r["num_records"] or 0)) for r in rows]
+
+    def unpersist(self) -> None:
+        if self.cached is not None:
+            self.cached.unpersist()
 
 
 def describe_files(
@@ -600,7 +706,7 @@ def write(
             for i, g in enumerate(generated)
         ),
     )
-    adds, cached = written.adds, written.cached
+    adds, cached = written.adds, written.cached  # cached: a DataFrame when identity values were made
     try:
         if generated:
             # The new high-water marks go into this commit's metaData (a concurrent writer that also
@@ -616,7 +722,7 @@ def write(
                 metadata = replace(metadata, schemaString=with_high_water_marks(schema, marks).json())
                 txn.updateMetadata(metadata)
                 operation_parameters["identityHighWaterMarks"] = json.dumps(marks)
-        txn.addFiles(adds, written.files, written.lines)
+        txn.addFiles(adds, written.files, written.lines)  # type: ignore[arg-type]
         metrics: dict[str, Any] = {
             "numFiles": written.files,
             "numOutputRows": written.rows,
@@ -629,7 +735,7 @@ def write(
             txn.removeFiles(removes_of(removed, now), metrics["numRemovedFiles"])
         return txn.commit("WRITE", operation_parameters, metrics, userMetadata)
     finally:
-        cached.unpersist()
+        written.unpersist()
 
 
 def with_identity_values(
