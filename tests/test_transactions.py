@@ -384,7 +384,7 @@ def _written(spark, table: DeltaTable, rows):
 
 def _adds_of(spark, table: DeltaTable, rows):
     """`add` actions (a DataFrame) for new data files holding `rows`."""
-    return _written(spark, table, rows).adds
+    return _written(spark, table, rows).adds_frame(spark)
 
 
 def _add(txn, written, held: str) -> None:
@@ -393,4 +393,4 @@ def _add(txn, written, held: str) -> None:
         assert written.lines is not None and len(written.lines) == written.files > 0
         txn.addFiles(written.adds, written.files, written.lines)
     else:
-        txn.addFiles(written.adds)
+        txn.addFiles(written.adds_frame(txn.spark))

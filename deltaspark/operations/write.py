@@ -376,12 +376,16 @@ def _written_from(spark: SparkSession, found: list[tuple[dict[str, Any], int]]) 
     size = sum(int(add["size"]) for add, _ in found)
     if len(lines) <= driver_file_actions(spark):
         return WrittenFiles(None, None, len(found), rows, size, lines)
+    return WrittenFiles(_frame_of(spark, lines), None, len(found), rows, size)
+
+
+def _frame_of(spark: SparkSession, lines: list[tuple[str, int | None]]) -> DataFrame:
+    """A DataFrame of `add` actions from their commit lines."""
     frame = spark.createDataFrame(lines, "line string, num_records long")
-    adds = frame.select(
+    return frame.select(
         F.from_json("line", StructType([StructField("add", schemas.ADD)])).getField("add").alias("add"),
         "num_records",
     )
-    return WrittenFiles(adds, None, len(found), rows, size)
 
 
 class WrittenFiles(NamedTuple):
@@ -405,6 +409,12 @@ class WrittenFiles(NamedTuple):
         assert self.adds is not None
         rows = rendered_adds(self.adds).collect()
         return [(json.loads(r["line"])["add"], int(r["num_records"] or 0)) for r in rows]
+
+    def adds_frame(self, spark: SparkSession) -> DataFrame:
+        """The adds as a DataFrame (`add`, `num_records`), made from `lines` when they are held."""
+        if self.adds is not None:
+            return self.adds
+        return _frame_of(spark, self.lines or [])
 
     def unpersist(self) -> None:
         if self.cached is not None:
