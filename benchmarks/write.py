@@ -5,7 +5,8 @@ Measured in one run, on the same data (a parquet source of `--rows` rows, 4 colu
 
 - `bulk`: a new table (or directory) from the whole source, unpartitioned and partitioned by
   `part`: deltaspark `write(df, path)` (statistics and every check included) and Spark's
-  `df.write.parquet(path)` in the same session, alternating, `--bulk-repeat` times each; delta-rs
+  `df.write.parquet(path)` in the same session, alternating (and alternating which goes first),
+  `--bulk-repeat` times each; delta-rs
   `write_deltalake` of the source read by pyarrow (the read is part of its time, as Spark's is).
 - `small append`: 10 rows appended, warm (after `--warmup` untimed appends), `--repeat` times:
   deltaspark `write(rows, path)` and Spark's `rows.write.mode("append").parquet(path)`, with the
@@ -98,18 +99,18 @@ def _spark_worker(workdir: Path, rows: int, bulk_repeat: int, repeat: int, warmu
         ours, theirs = [], []
         for i in range(bulk_repeat):
             target = out / f"{name.replace(' ', '-')}-{i}"
-            theirs.append(
-                _timed(
-                    lambda t=target, p=partition: (
-                        source.write.partitionBy(*p) if p else source.write
-                    ).parquet(str(t / "spark"))
-                )
+            spark_write = lambda t=target, p=partition: (  # noqa: E731
+                source.write.partitionBy(*p) if p else source.write
+            ).parquet(str(t / "spark"))
+            our_write = lambda t=target, p=partition: deltaspark.write(  # noqa: E731
+                source, str(t / "delta"), partitionBy=p
             )
-            ours.append(
-                _timed(
-                    lambda t=target, p=partition: deltaspark.write(source, str(t / "delta"), partitionBy=p)
-                )
-            )
+            if i % 2 == 0:  # alternate who goes first: the second one finds the source warmer
+                theirs.append(_timed(spark_write))
+                ours.append(_timed(our_write))
+            else:
+                ours.append(_timed(our_write))
+                theirs.append(_timed(spark_write))
             count = DeltaTable.forPath(spark, str(target / "delta")).toDF().count()
             if count != rows:
                 raise AssertionError(f"{name}: deltaspark wrote {count} rows, expected {rows}")
