@@ -28,7 +28,7 @@ from deltaspark import DeltaTable, write
 
 PREFIX = 32
 SCHEMA = (
-    "id long, small int, f double, s string, ts timestamp, d date, dec decimal(10,2), "
+    "id long, small int, f double, g float, s string, ts timestamp, d date, dec decimal(10,2), "
     "st struct<a: long, b: string>, arr array<int>, flag boolean, p int"
 )
 
@@ -46,6 +46,7 @@ def _rows() -> list[tuple]:
                 i * 37 % 1000 - 500,
                 None if i % 13 == 0 else i % 50,
                 float("nan") if i == 17 else (None if i % 9 == 0 else i / 8),
+                float("nan") if i == 23 else (None if i % 10 == 0 else i / 4),
                 text,
                 dt.datetime(2024, 1, 1) + dt.timedelta(seconds=i * 3601, microseconds=(i * 977) % 1_000_000),
                 None if i % 6 == 0 else dt.date(2023, 1, 1) + dt.timedelta(days=i * 3),

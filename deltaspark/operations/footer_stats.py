@@ -159,16 +159,23 @@ def read_footer(storage: Storage, path: str, size: int, local: bool = True) -> p
 def file_stats(footer: pq.FileMetaData, leaves: list[Leaf]) -> str | None:
     """The `stats` JSON of one file (None when its footer lacks a statistic asked for)."""
     columns: dict[str, int] = {}
+    ambiguous: set[str] = set()  # a column `a.b` and a field `b` of a struct `a`: the same dotted path
     if footer.num_row_groups:
         first = footer.row_group(0)
         for i in range(first.num_columns):
-            columns[first.column(i).path_in_schema] = i
+            path = first.column(i).path_in_schema
+            if path in columns:
+                ambiguous.add(path)
+            columns[path] = i
     mins: dict[tuple[str, ...], Any] = {}
     maxs: dict[tuple[str, ...], Any] = {}
     nulls: dict[tuple[str, ...], Any] = {}
     for leaf in leaves:
-        index = columns.get(".".join(leaf.key))
+        dotted = ".".join(leaf.key)
+        index = columns.get(dotted)
         data_type = leaf.field.dataType
+        if dotted in ambiguous or getattr(data_type, "collation", "UTF8_BINARY") != "UTF8_BINARY":
+            return None  # collated strings: their bounds follow the collation, not parquet's bytes
         if index is None:
             if footer.num_row_groups:
                 return None  # a column the file should hold and does not: not ours to guess
