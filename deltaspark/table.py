@@ -319,7 +319,10 @@ class DeltaTable:
 
     def _after_commit(self, result: CommitResult | None) -> CommitResult | None:
         if result is not None:
-            interval = self.snapshot(version=result.version).configuration.get("delta.checkpointInterval")
+            configuration = result.configuration
+            if configuration is None:
+                configuration = self.snapshot(version=result.version).configuration
+            interval = configuration.get("delta.checkpointInterval")
             checkpoint_if_due(self._spark, self._storage, self._path, result.version, interval)
         return result
 

@@ -72,7 +72,7 @@ def convert(
         F.raise_error(F.concat(F.lit("deltaspark: data file outside the table root "), F.col("__file")))
     )
     described = describe_files(
-        spark, root, data_fields, partitions, properties or {}, [], relative, root, reserialize=True
+        spark, root, data_fields, partitions, properties or {}, relative, reserialize=True
     )
     adds, per_file = described.adds, described.cached
     try:

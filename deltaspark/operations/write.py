@@ -108,6 +108,8 @@ def conform(df: DataFrame, schema: StructType, table_path: str) -> DataFrame:
     matched by name, case-insensitively; missing nullable ones as null; generated columns computed
     when absent; values the table's types hold without loss cast to them; anything else refused by
     name (`mergeSchema=True` adds new columns and fields)."""
+    if [(f.name, f.dataType) for f in df.schema.fields] == [(f.name, f.dataType) for f in schema.fields]:
+        return df  # already the table's columns, names and types (NOT NULL is checked in the write)
     given = {f.name.lower(): f for f in df.schema.fields}
     wanted = {f.name.lower() for f in schema.fields}
     extra = sorted(f.name for f in df.schema.fields if f.name.lower() not in wanted)
@@ -248,6 +250,7 @@ def write_data_files(
     mode: str = "none",
     hidden_columns: tuple[str, ...] = (),
     extra_aggregates: tuple[Column, ...] = (),
+    storage: Storage | None = None,
 ) -> WrittenFiles:
     """Write `df` (already conformed) as parquet files under the table root (in `directory`, e.g.
     `_change_data/`, when given); return their `add` actions (`add`, `num_records`) as a DataFrame,
@@ -287,7 +290,7 @@ def write_data_files(
     if partition_names:
         writer = writer.partitionBy(*[physical_name(f, mode) for f in fields])
     log.info("Writing data files to %s", out)
-    storage = storage_for(spark)
+    storage = storage or storage_for(spark)
     leaves = indexed_leaves(StructType(data_fields), configuration, mode)
     footers = not extra_aggregates and footer_route(spark, storage, leaves)
     try:
@@ -313,9 +316,7 @@ def write_data_files(
         data_fields,
         fields,
         configuration,
-        [],
         relative,
-        table_root,
         mode=mode,
         extra_aggregates=extra_aggregates,
     )
@@ -427,19 +428,18 @@ def describe_files(
     data_fields: list[StructField],
     fields: list[StructField],
     configuration: dict[str, str],
-    checks: list[Check],
     relative: Column,
-    table_root: str,
     reserialize: bool = False,
     mode: str = "none",
     extra_aggregates: tuple[Column, ...] = (),
 ) -> WrittenFiles:
-    """Read the parquet files under `location` once: `add` actions with statistics per file, after
-    checking every rule in `checks`. Partition directories are read as strings; `reserialize`
-    parses them as their types and writes them back in the protocol's form (for directories
-    written by other tools). `relative` turns `__file` (the file's URI) into the add path. Files
-    of a column-mapped table (`mode`) are read by physical names; rows are checked and statistics
-    computed under logical names, then keyed by physical names."""
+    """Read the parquet files under `location` once: `add` actions with statistics per file (the
+    read-back route: what footers cannot say, files written by other tools). Partition directories
+    are read as strings; `reserialize` parses them as their types and writes them back in the
+    protocol's form (for directories written by other tools). `relative` turns `__file` (the
+    file's URI) into the add path. Files of a column-mapped table (`mode`) are read by physical
+    names; statistics are computed under logical names, then keyed by physical names.
+    `extra_aggregates` are computed per file too (identity columns' high-water marks)."""
     read_schema = StructType(
         [StructField(physical_name(f, mode), physical_type(f.dataType, mode), True) for f in data_fields]
         + [StructField(physical_name(f, mode), StringType(), True) for f in fields]
@@ -467,15 +467,10 @@ def describe_files(
     )
     leaves = indexed_leaves(StructType(data_fields), configuration, mode)
     aggs, meaning = stats_aggregates(leaves)
-    violations = [
-        F.sum(F.when(F.coalesce(F.expr(c.expression), F.lit(False)), 0).otherwise(1)).alias(f"__bad{i}")
-        for i, c in enumerate(checks)
-    ]
     per_file = typed.groupBy("__file", "__size", "__mtime").agg(
         F.count(F.lit(1)).alias("num_records"),
         *[F.first(f"__pv_{i}").alias(f"__pv_{i}") for i in range(len(fields))],
         *aggs,
-        *violations,
         *extra_aggregates,
     )
     per_file = per_file.persist()
@@ -496,26 +491,19 @@ def describe_files(
     )
     adds = per_file.select(add.alias("add"), "num_records")
     # The job that computes (and caches) the per-file rows collects them when they are few - their
-    # commit lines, counts and check violations, totalled here - else totals them.
-    bad = [f"__bad{i}" for i in range(len(checks))]
+    # commit lines and counts, totalled here - else totals them.
     limit = driver_file_actions(spark)
     held = None
     if limit > 0:
-        shaped = per_file.select(add.alias("add"), "num_records", "__size", *bad)
+        shaped = per_file.select(add.alias("add"), "num_records", "__size")
         held = rendered_adds(shaped).limit(limit + 1).collect()
     if held is not None and len(held) <= limit:
         totals = [len(held), sum(r["num_records"] for r in held), sum(r["__size"] for r in held)]
-        totals += [sum(r[b] for r in held) for b in bad]
         lines = [(r["line"], r["num_records"]) for r in held]
     else:
-        sums = [F.sum(c) for c in ("num_records", "__size", *bad)]
+        sums = [F.sum(c) for c in ("num_records", "__size")]
         totals = list(per_file.agg(F.count(F.lit(1)), *sums).first())
         lines = None
-    broken = [(c, int(totals[3 + i] or 0)) for i, c in enumerate(checks) if totals[3 + i]]
-    if broken:
-        per_file.unpersist()
-        detail = "; ".join(f"{c.name} ({c.expression}): {n} row(s)" for c, n in broken)
-        raise InvariantViolationError(f"Rows written to {table_root} violate {detail}; nothing was committed")
     return WrittenFiles(adds, per_file, int(totals[0] or 0), int(totals[1] or 0), int(totals[2] or 0), lines)
 
 
@@ -711,6 +699,7 @@ def write(
         conformed,
         extra,
         mode=column_mapping_mode(protocol, metadata),
+        storage=storage,
         extra_aggregates=tuple(
             (F.max if g.step > 0 else F.min)(F.col(f"`{g.name}`")).alias(f"__identity_{i}")
             for i, g in enumerate(generated)

@@ -81,6 +81,8 @@ class CommitResult:
     commitInfo: dict[str, Any]
     attempts: int
     metrics: dict[str, Any] = field(default_factory=dict)
+    # the committed table configuration (post-commit work reads it instead of loading the version)
+    configuration: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
 
 def _in_schema_order(frame: DataFrame, column: str, schema: StructType) -> Column:
@@ -355,7 +357,8 @@ class Transaction:
                         operation,
                         attempt,
                     )
-                    return CommitResult(version, info["commitInfo"], attempt, dict(metrics or {}))
+                    config = dict(metadata.configuration)
+                    return CommitResult(version, info["commitInfo"], attempt, dict(metrics or {}), config)
                 log.info(
                     "Version %d of %s was committed by another writer; checking for conflicts",
                     version,
