@@ -8,8 +8,10 @@ Measured in one run, on the same data (a parquet source of `--rows` rows, 4 colu
   `df.write.parquet(path)` in the same session, alternating (and alternating which goes first),
   `--bulk-repeat` times each; delta-rs
   `write_deltalake` of the source read by pyarrow (the read is part of its time, as Spark's is).
-- `small append`: 10 rows appended, warm (after `--warmup` untimed appends), `--repeat` times:
-  deltaspark `write(rows, path)` and Spark's `rows.write.mode("append").parquet(path)`, with the
+- `small append`: 10 rows appended to a table partitioned by `part` (10 files per append; `small
+  append unpartitioned`: one file into a table without partitions), warm
+  (after `--warmup` untimed appends), `--repeat` times: deltaspark `write(rows, path)` and Spark's
+  `rows.write.mode("append").partitionBy("part").parquet(path)`, with the
   Spark jobs one append runs; delta-rs `write_deltalake(mode="append")` of the same 10 rows.
 - `first write`: 10 rows written by the first call of a new session (its start not counted), by
   deltaspark and by Spark's own writer, each in a new process.
@@ -119,20 +121,25 @@ def _spark_worker(workdir: Path, rows: int, bulk_repeat: int, repeat: int, warmu
 
     small = spark.range(10).selectExpr(*_rows_expr())
     small.count()
-    table, plain = str(out / "small-delta"), str(out / "small-parquet")
-    deltaspark.write(small, table, partitionBy=["part"])
-    for _ in range(warmup):
-        deltaspark.write(small, table)
-        small.write.mode("append").parquet(plain)
-    ours, theirs, jobs, plain_jobs = [], [], [], []
-    for i in range(repeat):
-        s, j = _jobs(spark, f"spark-{i}", lambda: small.write.mode("append").parquet(plain))
-        theirs.append(s)
-        plain_jobs.append(j)
-        s, j = _jobs(spark, f"ours-{i}", lambda: deltaspark.write(small, table))
-        ours.append(s)
-        jobs.append(j)
-    result["small append"] = {"deltaspark": _summary(ours, jobs), "spark": _summary(theirs, plain_jobs)}
+    for case, layout in (("small append", ["part"]), ("small append unpartitioned", [])):
+        table, plain = str(out / f"small-delta{len(layout)}"), str(out / f"small-parquet{len(layout)}")
+        deltaspark.write(small, table, partitionBy=layout or None)
+        # Spark's append lays the rows out as the table does (partitioned by `part`: 10 files).
+        small.write.partitionBy(*layout).parquet(plain)
+        spark_append = lambda p=plain, k=layout: small.write.mode("append").partitionBy(*k).parquet(p)  # noqa: E731
+        for _ in range(warmup):
+            deltaspark.write(small, table)
+            spark_append()
+        ours, theirs, jobs, plain_jobs = [], [], [], []
+        for i in range(repeat):
+            s, j = _jobs(spark, f"spark-{case}-{i}", spark_append)
+            theirs.append(s)
+            plain_jobs.append(j)
+            s, j = _jobs(spark, f"ours-{case}-{i}", lambda t=table: deltaspark.write(small, t))
+            ours.append(s)
+            jobs.append(j)
+        result[case] = {"deltaspark": _summary(ours, jobs), "spark": _summary(theirs, plain_jobs)}
+    table = str(out / "small-delta1")
 
     dt_ = DeltaTable.forPath(spark, table)
     props, deletes, prop_jobs, delete_jobs = [], [], [], []
@@ -202,12 +209,13 @@ def _deltars_worker(workdir: Path, rows: int, bulk_repeat: int, repeat: int, war
             "part": pa.array([i % PARTITIONS for i in range(10)], pa.int32()),
         }
     )
-    table = str(out / "small")
-    write_deltalake(table, small, partition_by=["part"])
-    for _ in range(warmup):
-        write_deltalake(table, small, mode="append")
-    seconds = [_timed(lambda: write_deltalake(table, small, mode="append")) for _ in range(repeat)]
-    result["small append"] = {"deltars": _summary(seconds)}
+    for case, layout in (("small append", ["part"]), ("small append unpartitioned", None)):
+        table = str(out / f"small-{case.replace(' ', '-')}")
+        write_deltalake(table, small, partition_by=layout)
+        for _ in range(warmup):
+            write_deltalake(table, small, mode="append")
+        seconds = [_timed(lambda t=table: write_deltalake(t, small, mode="append")) for _ in range(repeat)]
+        result[case] = {"deltars": _summary(seconds)}
     shutil.rmtree(out, ignore_errors=True)
     return result
 

@@ -164,7 +164,8 @@ def test_write_runner_smoke(tmp_path):
     cases = json.loads(out.read_text())["cases"]
     for bulk in ("bulk unpartitioned", "bulk partitioned"):
         assert set(cases[bulk]) == {"deltaspark", "spark", "deltars"}, cases
-    assert set(cases["small append"]) == {"deltaspark", "spark", "deltars"}
+    for small in ("small append", "small append unpartitioned"):
+        assert set(cases[small]) == {"deltaspark", "spark", "deltars"}
+        assert cases[small]["deltaspark"]["jobs"] == 1  # the parquet write (8, then 4, before)
     assert set(cases["first write"]) == {"deltaspark", "spark"}
-    assert cases["small append"]["deltaspark"]["jobs"] == 1  # the parquet write (8, then 4, before)
     assert cases["setProperties"]["deltaspark"]["median"] > 0
