@@ -208,3 +208,53 @@ def test_footers_read_through_hadoop_equal_footers_read_locally(spark, tmp_path)
     uri, size = f"file:{tmp_path}/f.parquet", (tmp_path / "f.parquet").stat().st_size
     local, hadoop = read_footer(storage, uri, size), read_footer(storage, uri, size, local=False)
     assert local.to_dict() == hadoop.to_dict() and local.num_rows == 5000
+
+
+def test_footer_rules_on_types_spark_tests_above_do_not_write(tmp_path):
+    """Decimals stored as fixed-length bytes, timestamps before 1970 with sub-millisecond parts and in
+    other units, a string maximum longer than the prefix: footers written by pyarrow (no NaN here:
+    Arrow's writer leaves NaN out of its bounds, which parquet-java, the only writer this route
+    reads, does not)."""
+    from pyspark.sql import types as T
+
+    from deltaspark.operations.file_stats import indexed_leaves
+    from deltaspark.operations.footer_stats import file_stats
+
+    base = dt.datetime(1969, 12, 31, 23, 59, 59)
+    table = pa.table(
+        {
+            "dec": pa.array(
+                [Decimal("-12345678901234567890.125"), Decimal("3.500"), None], pa.decimal128(25, 3)
+            ),
+            "ts": pa.array(
+                [base + dt.timedelta(microseconds=1500), base + dt.timedelta(microseconds=2), None]
+            ),
+            "s": pa.array(["b" * 40, "a", "c" * 33]),
+            "g": pa.array([1.5, -0.25, None], pa.float32()),
+        }
+    )
+    pq.write_table(table, tmp_path / "f.parquet", row_group_size=2)  # two row groups, combined
+    types = {"dec": T.DecimalType(25, 3), "ts": T.TimestampNTZType(), "s": T.StringType(), "g": T.FloatType()}
+    schema = T.StructType([T.StructField(name, t) for name, t in types.items()])
+    stats = json.loads(file_stats(pq.read_metadata(tmp_path / "f.parquet"), indexed_leaves(schema, {})))
+    assert stats == {
+        "numRecords": 3,
+        "minValues": {
+            "dec": -12345678901234567890.125,
+            "ts": "1969-12-31T23:59:59.000",
+            "s": "a",
+            "g": -0.25,
+        },
+        "maxValues": {"dec": 3.5, "ts": "1969-12-31T23:59:59.002", "g": 1.5},
+        "nullCount": {"dec": 1, "ts": 1, "s": 0, "g": 1},
+    }
+    text = file_stats(pq.read_metadata(tmp_path / "f.parquet"), indexed_leaves(schema, {}))
+    assert '"dec":-12345678901234567890.125' in text  # every digit (a float would round it)
+
+
+def test_paths_spark_s_index_skips_are_skipped():
+    from deltaspark.operations.footer_stats import _hidden
+
+    assert _hidden("_temporary/0/part-1.parquet") and _hidden("p=1/.part-1.parquet.crc")
+    assert _hidden("_SUCCESS") and _hidden("p=1/part-1.parquet._COPYING_")
+    assert not _hidden("_p=1/part-1.parquet") and not _hidden("p=_x/part-1.parquet")

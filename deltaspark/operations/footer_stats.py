@@ -87,7 +87,8 @@ def footer_adds(
 ) -> list[tuple[dict[str, Any], int]] | None:
     """The `add` actions (and row counts) of the parquet files Spark wrote under `out`, their
     statistics from the footers; None when the footers cannot give every statistic asked for."""
-    files = [f for f in _list_written(storage, out) if not f.name.startswith(("_", "."))]
+    prefix = out.rstrip("/") + "/"
+    files = [f for f in _list_written(storage, out) if not _hidden(f.path[len(prefix) :])]
     limit = int(conf_get(spark, FOOTER_MAX_FILES_CONF, str(DEFAULT_FOOTER_MAX_FILES)))
     if len(files) > limit:
         return None
@@ -98,7 +99,6 @@ def footer_adds(
             footers = list(pool.map(lambda f: read_footer(storage, f.path, f.size), files))
     names = {physical_name(f, mode): f.name for f in partition_fields}
     adds = []
-    prefix = out.rstrip("/") + "/"
     for status, footer in zip(files, footers, strict=True):
         if footer.num_rows == 0:
             continue  # Spark's file for an empty write: no rows, no add (as the read-back route)
@@ -121,6 +121,15 @@ def footer_adds(
         }
         adds.append((add, footer.num_rows))
     return adds
+
+
+def _hidden(relative: str) -> bool:
+    """Whether Spark's file index passes over this path (as the read-back route's reader does): a
+    part named `.*`, `_*` without `=` (not a partition directory), or `*._COPYING_`."""
+    return any(
+        part.startswith(".") or (part.startswith("_") and "=" not in part) or part.endswith("._COPYING_")
+        for part in relative.split("/")
+    )
 
 
 def _list_written(storage: HadoopStorage, out: str) -> list[FileStatus]:
