@@ -50,6 +50,7 @@ from pyspark.sql.types import (
 
 from deltaspark.errors import CorruptDataFileError
 from deltaspark.features.column_mapping import physical_name
+from deltaspark.features.stats import MIN_MAX_TYPES
 from deltaspark.operations.file_stats import STRING_PREFIX, Leaf
 from deltaspark.spark_compat import conf_get
 from deltaspark.storage import FileStatus, HadoopStorage, Storage, local_file
@@ -62,8 +63,6 @@ _TAIL = 64 * 1024  # read at once from a file's end: the whole footer of all but
 _HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 _EPOCH = dt.datetime(1970, 1, 1)
-_TIMESTAMPS = (TimestampType, TimestampNTZType)
-_BOUNDED = (*_INTEGRAL, FloatType, DoubleType, DecimalType, DateType, StringType, *_TIMESTAMPS)
 
 
 def footer_route(spark: Any, storage: Storage, leaves: list[Leaf]) -> bool:
@@ -212,7 +211,7 @@ def file_stats(footer: pq.FileMetaData, leaves: list[Leaf]) -> str | None:
 
 
 def _has_bounds(data_type: DataType) -> bool:
-    return isinstance(data_type, _BOUNDED)
+    return isinstance(data_type, MIN_MAX_TYPES)
 
 
 def _column_summary(footer: pq.FileMetaData, index: int, data_type: DataType) -> tuple[int, Any, Any] | None:

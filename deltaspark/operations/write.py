@@ -326,11 +326,16 @@ _CHECK_MARK = "deltaspark check {} violated"
 _CHECK_RAISED = re.compile(r"deltaspark check (\d+) violated")
 
 
+def _breaks(check: Check) -> Column:
+    """True for a row that breaks `check` (its expression false or null)."""
+    return ~F.coalesce(F.expr(check.expression), F.lit(False))
+
+
 def _raising_checks(value: Column, checks: list[Check]) -> Column:
     """`value`, unless the row breaks a check: then an error naming the check's index."""
     chain = None
     for i, check in enumerate(checks):
-        broken = ~F.coalesce(F.expr(check.expression), F.lit(False))
+        broken = _breaks(check)
         error = F.raise_error(F.lit(_CHECK_MARK.format(i)))
         chain = F.when(broken, error) if chain is None else chain.when(broken, error)
     return chain.otherwise(value)  # type: ignore[union-attr]
@@ -344,15 +349,10 @@ def _raised_check(exc: BaseException) -> int | None:
 def _violation(df: DataFrame, checks: list[Check], raised: int, table_root: str) -> InvariantViolationError:
     """The error for a write a check stopped: every check's count of breaking rows (a second look
     at the input, on this failure path only)."""
-    counts = df.agg(
-        *[
-            F.sum(F.when(F.coalesce(F.expr(c.expression), F.lit(False)), 0).otherwise(1)).alias(f"b{i}")
-            for i, c in enumerate(checks)
-        ]
-    ).first()
+    sums = [F.sum(F.when(_breaks(c), 1).otherwise(0)).alias(f"b{i}") for i, c in enumerate(checks)]
+    counts = df.agg(*sums).first()
     broken = [(c, int(counts[i] or 0)) for i, c in enumerate(checks) if counts is not None and counts[i]]
     if not broken:  # the input changed between the two looks (a non-deterministic source)
-        broken = [(checks[raised], 1)]
         detail = f"{checks[raised].name} ({checks[raised].expression}): at least 1 row"
     else:
         detail = "; ".join(f"{c.name} ({c.expression}): {n} row(s)" for c, n in broken)
