@@ -180,6 +180,34 @@ def test_full_vacuum_deletes_exactly_what_the_rules_say(spark, tmp_path):
     assert result.count() == len(deleted)
 
 
+def test_without_deletion_vectors_a_missing_live_file_still_keeps_its_directory(spark, tmp_path):
+    # Without deletion vectors every path is one row of the replay (no aggregate); a path removed
+    # and added again is live, and a live file missing from the listing still keeps its directory
+    # (vacuum decides directories from the log's paths too, not only from what it listed).
+    log = LogBuilder(tmp_path / "t")
+    missing = add("part=x/missing.parquet", partition_values={"part": "x"})
+    log.commit(0, commit_info(), protocol(), metadata(partition_columns=["part"]), missing)
+    z = {"partition_values": {"part": "z"}}
+    log.commit(1, commit_info(), add("part=z/again.parquet", **z), add("part=z/gone.parquet", **z))
+    gone = [remove("part=z/again.parquet", OLD_MS), remove("part=z/gone.parquet", OLD_MS)]
+    log.commit(2, commit_info(), *gone)
+    log.commit(3, commit_info(), add("part=z/again.parquet", **z))
+    for rel in ("x/old", "y/old", "y/deep/old", "z/again", "z/gone"):
+        touch(log.root, f"part={rel}.parquet")
+    dry = DeltaTable.forPath(spark, log.path).vacuum(dryRun=True)
+    assert relative(dry, log.root) == {
+        "part=x/old.parquet",
+        "part=y/old.parquet",
+        "part=y/deep/old.parquet",
+        "part=y/deep",
+        "part=y",
+        "part=z/gone.parquet",
+    }
+    reasons = {r["path"].rsplit("/", 1)[-1]: r["reason"] for r in dry.collect()}
+    assert reasons["gone.parquet"] == "removed in version 2, past retention"
+    assert reasons["old.parquet"].startswith("not referenced by the table")
+
+
 def test_start_and_end_commits_and_the_lite_watermark(spark, tmp_path):
     log, deleted, _ = rich_table(tmp_path)
     table = DeltaTable.forPath(spark, log.path)
@@ -442,7 +470,7 @@ def test_a_file_added_again_after_the_vacuums_snapshot_is_kept(spark, tmp_path):
     root = normalize_root(snapshot.tableRoot)
     retention = V.retention_for(spark, snapshot, None, NOW_MS)
     known = V.known_paths(spark, snapshot, root, retention.cutoff_ms)
-    candidates = V.full_candidates(list_table_files(spark, root), known, root, retention.cutoff_ms)
+    candidates, _ = V.full_candidates(list_table_files(spark, root), known, root, retention.cutoff_ms)
     assert relative(candidates, log.root) == {"a.parquet", "junk.parquet"}
     ctx = V.VacuumContext(spark, storage, log.path, root, snapshot, retention, None)
     outcome = {r["path"].rsplit("/", 1)[-1]: r for r in V._delete(ctx, candidates).collect()}

@@ -30,6 +30,7 @@ from deltaspark.spark_compat import check_python_workers, is_connect
 log = logging.getLogger(__name__)
 
 LISTING_SCHEMA = "path string, size long, modificationTime long, isDir boolean"
+LISTING_COLUMNS = ("path", "size", "modificationTime", "isDir")
 # Directories the driver aims for before handing subtrees to tasks, per core of the cluster.
 _DIRS_PER_CORE = 8
 _MAX_DRIVER_DEPTH = 4
@@ -46,6 +47,12 @@ def is_hidden(name: str, partition_columns: Sequence[str], top_level: bool = Fal
     return not any(name.startswith(column + "=") for column in partition_columns)
 
 
+def _directory_type() -> Any:
+    from pyarrow import fs as pafs
+
+    return pafs.FileType.Directory
+
+
 def _children(fs: Any, directory: str, partition_columns: Sequence[str], top_level: bool) -> list[Any]:
     from pyarrow import fs as pafs
 
@@ -53,41 +60,52 @@ def _children(fs: Any, directory: str, partition_columns: Sequence[str], top_lev
     return [i for i in infos if not is_hidden(i.base_name, partition_columns, top_level)]
 
 
-def _qualified(root: str, root_local: str, local: str) -> str:
-    """A pyarrow path back in the table's own URI form (`root` + the part below the root)."""
-    return root + local[len(root_local.rstrip("/")) :]
-
-
 def _walk_batches(root: str, partition_columns: list[str]):  # noqa: ANN202 - a mapInArrow function
-    """`mapInArrow` body: rows `(directory, recursive)` -> the entries below each directory."""
+    """`mapInArrow` body: rows `(directory, recursive)` -> the entries below each directory.
+
+    A directory's entries become columns in one comprehension each (a million files is a
+    million `FileInfo`s; per-entry function calls and appends would cost as much as the stats)."""
 
     def walk(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
+        directory_type = _directory_type()
         fs, root_local = open_file(root)
         root_local = root_local.rstrip("/") or "/"
+        cut = len(root_local.rstrip("/"))  # a pyarrow path back in the table's URI form: root + rest
+        schema = _arrow_schema()
+        pending: list[Any] = []
+        pending_rows = 0
         for batch in batches:
             for row in batch.to_pylist():
-                rows: dict[str, list[Any]] = {"path": [], "size": [], "modificationTime": [], "isDir": []}
-                start = root_local + row["directory"]
-                stack = [start]
+                stack = [root_local + row["directory"]]
                 while stack:
                     directory = stack.pop()
-                    top_level = directory == root_local
-                    for info in _children(fs, directory, partition_columns, top_level):
-                        is_dir = info.type.name == "Directory"
-                        mtime = info.mtime_ns
-                        rows["path"].append(_qualified(root, root_local, info.path))
-                        rows["size"].append(0 if is_dir else int(info.size or 0))
-                        rows["modificationTime"].append(None if mtime is None else mtime // 1_000_000)
-                        rows["isDir"].append(is_dir)
-                        if is_dir and row["recursive"]:
-                            stack.append(info.path)
-                    if len(rows["path"]) >= 65536:
-                        yield pa.RecordBatch.from_pydict(rows, schema=_arrow_schema())
-                        rows = {k: [] for k in rows}
-                if rows["path"]:
-                    yield pa.RecordBatch.from_pydict(rows, schema=_arrow_schema())
+                    infos = _children(fs, directory, partition_columns, directory == root_local)
+                    if not infos:
+                        continue
+                    dirs = [i.type == directory_type for i in infos]
+                    mtimes = [i.mtime_ns for i in infos]
+                    sizes = [0 if d else (i.size or 0) for i, d in zip(infos, dirs, strict=True)]
+                    pending.append(
+                        pa.RecordBatch.from_arrays(
+                            [
+                                pa.array([root + i.path[cut:] for i in infos], pa.string()),
+                                pa.array(sizes, pa.int64()),
+                                pa.array([None if m is None else m // 1_000_000 for m in mtimes], pa.int64()),
+                                pa.array(dirs, pa.bool_()),
+                            ],
+                            schema=schema,
+                        )
+                    )
+                    pending_rows += len(infos)
+                    if row["recursive"]:
+                        stack += [i.path for i, d in zip(infos, dirs, strict=True) if d]
+                    if pending_rows >= 65536:
+                        yield from pa.Table.from_batches(pending, schema).combine_chunks().to_batches()
+                        pending, pending_rows = [], 0
+        if pending:
+            yield from pa.Table.from_batches(pending, schema).combine_chunks().to_batches()
 
     return walk
 

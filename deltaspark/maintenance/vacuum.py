@@ -52,7 +52,7 @@ from deltaspark.log.paths import canonical_path, normalize_root
 from deltaspark.log.replay import read_json_actions
 from deltaspark.maintenance import file_deletion, table_listing
 from deltaspark.maintenance.post_commit import checkpoint_if_due
-from deltaspark.maintenance.table_listing import list_table_files
+from deltaspark.maintenance.table_listing import LISTING_COLUMNS, list_table_files
 from deltaspark.maintenance.vacuum_inventory import inventory_files
 from deltaspark.maintenance.vacuum_lite import lite_candidates, lite_commits, read_watermark, write_watermark
 from deltaspark.read import arrow_file_reader
@@ -131,8 +131,8 @@ def ancestors(path: Column, root: str) -> Column:
 
 def known_paths(spark: SparkSession, snapshot: Snapshot, root: str, cutoff_ms: int) -> DataFrame:
     """Every path the snapshot's file actions name - data files and deletion vector files - with
-    `kept` (a live file, or a tombstone within retention) and `removedVersion` (expired tombstones),
-    one row per path."""
+    `kept` (a live file, or a tombstone within retention), `removedVersion` (expired tombstones)
+    and `pathHash` (the path's `xxhash64`, to join on), one row per path."""
     actions = snapshot.fileActions()
     kept = F.col("is_add") | (F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0)) >= F.lit(cutoff_ms))
     removed_version = F.when(~kept, F.col("version"))
@@ -164,8 +164,12 @@ def known_paths(spark: SparkSession, snapshot: Snapshot, root: str, cutoff_ms: i
                 F.lit(True).alias("isDv"),
             )
         )
-    union = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
-    return union.groupBy("path").agg(
+    # Paths share the table root as a long prefix, which defeats the sorter's 8-byte key prefix:
+    # joins on this table lead with a hash of the path (a function of it, so no match changes).
+    if len(frames) == 1:
+        return data.withColumn("pathHash", F.xxhash64("path"))  # without DVs a path is one row
+    union = frames[0].unionByName(frames[1])
+    return union.groupBy(F.xxhash64("path").alias("pathHash"), "path").agg(
         F.max("kept").alias("kept"),
         F.max("removedVersion").alias("removedVersion"),
         F.max("isDv").alias("isDv"),
@@ -193,33 +197,59 @@ def _file_reason(root: str) -> Column:
     )
 
 
-def full_candidates(listing: DataFrame, known: DataFrame, root: str, cutoff_ms: int) -> DataFrame:
-    """Files (and directories) of `listing` vacuum deletes (`CANDIDATE_COLUMNS`)."""
-    files = listing.where(~F.col("isDir")).join(known, "path", "left")
-    deletable = ~F.coalesce(F.col("kept"), F.lit(False)) & (F.col("modificationTime") < F.lit(cutoff_ms))
-    candidate_files = files.where(deletable).select(
-        "path", "size", "modificationTime", "isDir", _file_reason(root).alias("reason")
+def full_candidates(listing: DataFrame, known: DataFrame, root: str, cutoff_ms: int) -> tuple[DataFrame, int]:
+    """Files (and directories) of `listing` vacuum deletes (`CANDIDATE_COLUMNS`), materialized,
+    and the number of directories listed.
+
+    One pass over one join: the listing full-outer-joined with the known paths, each row then
+    either a candidate file, the directory of something that stays (a file kept or too young, a
+    kept path even when it is missing from the listing) or a listed directory. An aggregate keeps
+    the candidates and the listed directories as they are and collapses the staying directories
+    to one row each, so the listing and the replay behind `known` each run once and nothing of
+    their size is cached; the directories are then decided on that small result."""
+    listed_rows = listing.select(
+        *LISTING_COLUMNS, F.xxhash64("path").alias("pathHash"), F.lit(True).alias("listed")
     )
-    # A directory goes only when nothing under it stays: no file kept or too young, no kept path.
-    # The directories holding something that stays are few: deduplicated before their ancestors.
-    parent = F.regexp_extract(F.col("path"), r"^(.*)/[^/]*$", 1).alias("dir")
-    staying = (
-        files.where(~deletable).select(parent).unionByName(known.where("kept").select(parent)).distinct()
+    joined = listed_rows.join(known, ["pathHash", "path"], "full")
+    listed = F.coalesce(F.col("listed"), F.lit(False))
+    kept = F.coalesce(F.col("kept"), F.lit(False))
+    listed_file = listed & ~F.col("isDir")
+    deletable = listed_file & ~kept & (F.col("modificationTime") < F.lit(cutoff_ms))
+    listed_dir = listed & F.col("isDir")
+    parent = F.regexp_extract(F.col("path"), r"^(.*)/[^/]*$", 1)
+    kind = F.when(listed_dir, F.lit("dir")).when(deletable, F.lit("file")).otherwise(F.lit("staying"))
+    own_row = listed_dir | deletable
+    summary = _materialize(
+        joined.where(listed | kept)
+        .select(
+            F.when(own_row, F.col("path")).otherwise(parent).alias("path"),
+            kind.alias("kind"),
+            F.when(own_row, F.col("size")).alias("size"),
+            F.when(own_row, F.col("modificationTime")).alias("modificationTime"),
+            F.when(deletable, _file_reason(root)).alias("reason"),
+        )
+        .dropDuplicates(["path", "kind"])
     )
+    candidate_files = summary.where(F.col("kind") == "file").select(
+        "path", "size", "modificationTime", F.lit(False).alias("isDir"), "reason"
+    )
+    # A directory goes only when nothing under it stays.
+    staying = summary.where(F.col("kind") == "staying").select(F.col("path").alias("dir"))
     with_ancestors = F.concat(F.array(F.col("dir")), ancestors(F.col("dir"), root))
     blocked = staying.select(F.explode(with_ancestors).alias("path"))
     candidate_dirs = (
-        listing.where(F.col("isDir"))
+        summary.where(F.col("kind") == "dir")
         .join(blocked, "path", "left_anti")
         .select(
             "path",
             "size",
             "modificationTime",
-            "isDir",
+            F.lit(True).alias("isDir"),
             F.lit("directory with nothing to keep").alias("reason"),
         )
     )
-    return candidate_files.unionByName(candidate_dirs)
+    listed_dirs = summary.where(F.col("kind") == "dir").count()
+    return _materialize(candidate_files.unionByName(candidate_dirs)), listed_dirs
 
 
 def _materialize(frame: DataFrame) -> DataFrame:
@@ -364,12 +394,7 @@ def vacuum(
             files = inventory_files(spark, inventory, root, snapshot.partitionColumns)
         else:
             files = list_table_files(spark, root, snapshot.partitionColumns)
-        files = files.persist()
-        try:
-            candidates = _materialize(full_candidates(files, known, root, retention.cutoff_ms))
-            listed_dirs = files.where(F.col("isDir")).count()
-        finally:
-            files.unpersist()
+        candidates, listed_dirs = full_candidates(files, known, root, retention.cutoff_ms)
     totals = candidates.agg(
         F.count(F.lit(1)).alias("n"), F.coalesce(F.sum("size"), F.lit(0)).alias("bytes")
     ).first()
