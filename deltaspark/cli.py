@@ -346,6 +346,28 @@ def cmd_delete(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     return 0
 
 
+def cmd_update(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from deltaspark.table import DeltaTable
+
+    assigned = {}
+    for item in args.set:
+        name, sep, expression = item.partition("=")
+        if not sep or not name.strip():
+            print(f"deltaspark update: --set takes column=expression, got {item!r}", file=sys.stderr)
+            return 2
+        assigned[name.strip()] = expression
+    result = DeltaTable.forPath(spark, args.path).update(args.where, assigned)
+    if result is None:
+        print("No row matches; nothing committed")
+        return 0
+    m = result.metrics
+    print(
+        f"Committed version {result.version} (UPDATE): {m['numUpdatedRows']:,} row(s) updated, "
+        f"{m['numRemovedFiles']:,} file(s) removed, {m['numAddedFiles']:,} written"
+    )
+    return 0
+
+
 def cmd_restore(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
@@ -498,6 +520,14 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("path")
     delete.add_argument("condition", nargs="?", help="e.g. \"region = 'eu' AND amount < 0\"")
     delete.set_defaults(func=cmd_delete)
+
+    upd = commands.add_parser("update", help="set columns of the rows matching a SQL condition")
+    upd.add_argument("path")
+    upd.add_argument(
+        "--set", action="append", required=True, metavar="COL=EXPR", help='e.g. --set "amount=amount * 2"'
+    )
+    upd.add_argument("--where", help="the rows to update (all rows without it), e.g. \"region = 'eu'\"")
+    upd.set_defaults(func=cmd_update)
 
     restore = commands.add_parser("restore", help="restore the table to an earlier version (one new commit)")
     restore.add_argument("path")

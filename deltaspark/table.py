@@ -42,6 +42,7 @@ from deltaspark.operations.delete import delete as delete_rows
 from deltaspark.operations.iceberg_export import IcebergExport, to_iceberg
 from deltaspark.operations.iceberg_import import convert_iceberg, parse_iceberg_identifier
 from deltaspark.operations.restore import restore
+from deltaspark.operations.update import update as update_rows
 from deltaspark.operations.write import write as write_rows
 from deltaspark.read.change_data_feed import read_changes
 from deltaspark.read.table_detail import detail_frame
@@ -368,6 +369,17 @@ class DeltaTable:
         """Delete the rows matching `condition` (SQL string or Column; every row when None), as
         delta-spark's `DeltaTable.delete`; None when no file can hold a matching row."""
         result = delete_rows(self._spark, self._storage, self._path, self.snapshot(), condition)
+        return self._after_commit(result)
+
+    def update(
+        self,
+        condition: str | Any = None,
+        set: dict[str, Any] | None = None,  # noqa: A002 - delta-spark's name
+    ) -> CommitResult | None:
+        """Set columns of the rows matching `condition` (SQL string or Column; every row when None),
+        as delta-spark's `DeltaTable.update`: `set` maps column names (dotted for struct fields) to
+        SQL strings or Columns over the row before the update. None when no row matches."""
+        result = update_rows(self._spark, self._storage, self._path, self.snapshot(), condition, set)
         return self._after_commit(result)
 
     @eager

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -56,17 +57,21 @@ def writes_deletion_vectors(snapshot: Snapshot) -> bool:
     return enabled and snapshot.protocol.hasFeature("deletionVectors")
 
 
+def check_rows_changeable(snapshot: Snapshot, table_path: str, verb: str) -> None:
+    """Refuse DML that rewrites or deletes rows where the writer or the table does not allow it."""
+    check_writable_rows(snapshot.protocol, snapshot.metadata, table_path)
+    if snapshot.metadata.flag("delta.appendOnly"):
+        raise AppendOnlyTableError(
+            f"Cannot {verb} {table_path}: the table is append-only (delta.appendOnly=true)"
+        )
+
+
 def delete(
     spark: SparkSession, storage: Storage, table_path: str, snapshot: Snapshot, condition: Any = None
 ) -> CommitResult | None:
     """Delete the rows matching `condition` (a SQL string or Column; all rows when None)."""
     started = time.time()
-    metadata, protocol = snapshot.metadata, snapshot.protocol
-    check_writable_rows(protocol, metadata, table_path)
-    if metadata.flag("delta.appendOnly"):
-        raise AppendOnlyTableError(
-            f"Cannot delete from {table_path}: the table is append-only (delta.appendOnly=true)"
-        )
+    check_rows_changeable(snapshot, table_path, "delete from")
     use_dvs = writes_deletion_vectors(snapshot)
     now = int(time.time() * 1000)
     txn = Transaction(spark, storage, table_path, snapshot)
@@ -136,7 +141,7 @@ def delete(
             frame.unpersist()
 
 
-def _read_candidates(snapshot: Snapshot, files: DataFrame) -> DataFrame:
+def read_candidates(snapshot: Snapshot, files: DataFrame) -> DataFrame:
     """The rows of `files` (existing DVs applied), each with its position and its file's path."""
     return read_files(
         snapshot, files.withColumn(FILE_COLUMN, F.col("path")), carry=[FILE_COLUMN], keep_row_index=True
@@ -147,6 +152,85 @@ def _touched(files: DataFrame, matched: DataFrame) -> DataFrame:
     """The rows of `files` whose data file holds at least one matched row."""
     paths = matched.select(F.col(FILE_COLUMN).alias("__touched")).distinct()
     return files.join(paths, files["path"] == paths["__touched"], "left_semi")
+
+
+@dataclass(frozen=True)
+class DvMarking:
+    """What `mark_rows_deleted` changed (delta-spark's DV metrics are derived from it)."""
+
+    changed_files: int  # files with matched rows: each removed, and added back with its new DV unless emptied
+    emptied_files: int  # of those, files whose every row is now deleted: removed only
+    emptied_bytes: int
+    newly_deleted: int  # rows deleted by the new DVs that were not deleted before
+    had_dv: int  # changed files that had a DV before
+    emptied_with_dv: int
+    dv_files: int
+
+    def record(self, metrics: dict[str, Any]) -> None:
+        """delta-spark's DV metrics; "added" and "removed" both count the updated DVs too."""
+        metrics["numRemovedFiles"] = self.emptied_files
+        metrics["numRemovedBytes"] = self.emptied_bytes
+        metrics["numDeletionVectorsAdded"] = self.changed_files - self.emptied_files
+        metrics["numDeletionVectorsUpdated"] = self.had_dv - self.emptied_with_dv
+        metrics["numDeletionVectorsRemoved"] = self.had_dv
+
+
+def mark_rows_deleted(
+    spark: SparkSession,
+    storage: Storage,
+    snapshot: Snapshot,
+    txn: Transaction,
+    files: DataFrame,
+    file_count: int,
+    matched: DataFrame,
+    now: int,
+    cached: list[Any],
+) -> DvMarking:
+    """Mark `matched` rows (of `read_candidates(snapshot, files)`) deleted: a new DV per file holding
+    one (its old deleted rows kept), the file removed and added back with it, or removed alone when
+    every row is then deleted. Nothing is added to `txn` when no file changes. The new descriptors
+    stay cached (in `cached`, for the caller to unpersist after the commit): computing them again
+    would write the DV files again."""
+    update = write_deletion_vectors(
+        spark,
+        storage,
+        snapshot,
+        files,
+        matched.select(F.col(FILE_COLUMN).alias("path"), F.col("_row_index").alias("row_index")),
+        file_count,
+    )
+    cached.append(update)
+    new = update.descriptors.select(
+        "key",
+        F.col("deletionVector").alias("__newDv"),
+        F.col("stats").alias("__newStats"),
+        F.col("newlyDeleted").alias("__newlyDeleted"),
+    )
+    changed = files.withColumn("key", canonical_path(F.col("path"), snapshot.tableRoot)).join(new, "key")
+    emptied = F.col("__newDv.cardinality") >= F.col("stats_parsed.numRecords")
+    totals = changed.agg(
+        F.count(F.lit(1)),
+        F.count(F.when(emptied, 1)),
+        F.sum(F.when(emptied, F.col("size"))),
+        F.sum("__newlyDeleted"),
+        F.count(F.col("deletionVector")),
+        F.count(F.when(emptied & F.col("deletionVector").isNotNull(), 1)),
+    ).first()
+    marking = DvMarking(
+        int(totals[0]),
+        int(totals[1]),
+        int(totals[2] or 0),
+        int(totals[3] or 0),
+        int(totals[4]),
+        int(totals[5]),
+        update.dv_files,
+    )
+    if marking.changed_files:
+        txn.removeFiles(removes_of(changed, now))
+        add = add_of(dataChange=F.lit(True), stats=F.col("__newStats"), deletionVector=F.col("__newDv"))
+        num_records = F.col("stats_parsed.numRecords").alias("num_records")
+        txn.addFiles(changed.where(~emptied).select(add.alias("add"), num_records))
+    return marking
 
 
 def _mark_deleted(
@@ -162,57 +246,21 @@ def _mark_deleted(
     cached: list[Any],
 ) -> DataFrame | None:
     """Deletion vectors for the files holding matching rows; returns the deleted rows (for CDF)."""
-    rows = _read_candidates(snapshot, candidates)
-    matched = rows.where(matches)
-    update = write_deletion_vectors(
-        spark,
-        storage,
-        snapshot,
-        candidates,
-        matched.select(F.col(FILE_COLUMN).alias("path"), F.col("_row_index").alias("row_index")),
-        candidate_count,
+    matched = read_candidates(snapshot, candidates).where(matches)
+    marking = mark_rows_deleted(
+        spark, storage, snapshot, txn, candidates, candidate_count, matched, now, cached
     )
-    cached.append(update)
-    root = snapshot.tableRoot
-    new = update.descriptors.select(
-        "key",
-        F.col("deletionVector").alias("__newDv"),
-        F.col("stats").alias("__newStats"),
-        F.col("newlyDeleted").alias("__newlyDeleted"),
-    )
-    changed = candidates.withColumn("key", canonical_path(F.col("path"), root)).join(new, "key")
-    emptied = F.col("__newDv.cardinality") >= F.col("stats_parsed.numRecords")
-    totals = changed.agg(
-        F.count(F.lit(1)),
-        F.count(F.when(emptied, 1)),
-        F.sum(F.when(emptied, F.col("size"))),
-        F.sum("__newlyDeleted"),
-        F.count(F.col("deletionVector")),
-        F.count(F.when(emptied & F.col("deletionVector").isNotNull(), 1)),
-    ).first()
-    if not totals[0]:
+    if not marking.changed_files:
         return None
-    txn.removeFiles(removes_of(changed, now))
-    add = add_of(dataChange=F.lit(True), stats=F.col("__newStats"), deletionVector=F.col("__newDv"))
-    num_records = F.col("stats_parsed.numRecords").alias("num_records")
-    txn.addFiles(changed.where(~emptied).select(add.alias("add"), num_records))
-    changed_files, emptied_files = int(totals[0]), int(totals[1])
-    had_dv, emptied_with_dv = int(totals[4]), int(totals[5])
-    metrics["numRemovedFiles"] = emptied_files
-    metrics["numRemovedBytes"] = int(totals[2] or 0)
-    metrics["numDeletedRows"] = int(totals[3] or 0)
-    # delta-spark's definitions: "added" and "removed" both count the updated DVs too.
-    updated = had_dv - emptied_with_dv  # files that had a DV and get a new one
-    metrics["numDeletionVectorsAdded"] = changed_files - emptied_files
-    metrics["numDeletionVectorsUpdated"] = updated
-    metrics["numDeletionVectorsRemoved"] = had_dv
+    marking.record(metrics)
+    metrics["numDeletedRows"] = marking.newly_deleted
     log.info(
         "Deletion vectors for %d file(s) of %s (%d emptied and removed), %d row(s) deleted, in %d DV file(s)",
-        changed_files,
+        marking.changed_files,
         snapshot.tableRoot,
-        emptied_files,
-        metrics["numDeletedRows"],
-        update.dv_files,
+        marking.emptied_files,
+        marking.newly_deleted,
+        marking.dv_files,
     )
     return matched
 
@@ -230,7 +278,7 @@ def _rewrite(
     """Copy-on-write: the files holding matching rows are rewritten without them. On a table with
     row tracking the copied rows keep their row ids and commit versions, written into the
     materialized columns the table names (as delta-spark does)."""
-    rows = _read_candidates(snapshot, candidates)
+    rows = read_candidates(snapshot, candidates)
     touched = _touched(candidates, rows.where(matches))
     gone = touched.agg(
         F.count(F.lit(1)), F.sum("size"), F.count(F.col("deletionVector")), F.sum("stats_parsed.numRecords")
@@ -244,7 +292,7 @@ def _rewrite(
     tracked = row_tracking_enabled(snapshot.protocol, snapshot.metadata)
     rows = read_files(snapshot, touched, row_tracking=tracked)
     schema = snapshot.schema
-    hidden: tuple[str, ...] = _materialized_row_tracking(snapshot) if tracked else ()
+    hidden: tuple[str, ...] = materialized_row_tracking(snapshot) if tracked else ()
     kept = rows.where(~matches).select(
         *[F.col(f"`{f.name}`") for f in schema.fields],
         *[
@@ -270,7 +318,7 @@ def _rewrite(
     return rows.where(matches)
 
 
-def _materialized_row_tracking(snapshot: Snapshot) -> tuple[str, str]:
+def materialized_row_tracking(snapshot: Snapshot) -> tuple[str, str]:
     """The materialized row id and row commit version column names a row-tracking table sets."""
     row_id, commit_version = materialized_columns(snapshot.metadata)
     if not row_id or not commit_version:
@@ -281,6 +329,42 @@ def _materialized_row_tracking(snapshot: Snapshot) -> tuple[str, str]:
             ["rowTracking"],
         )
     return row_id, commit_version
+
+
+def write_change_files(
+    spark: SparkSession, snapshot: Snapshot, txn: Transaction, changes: DataFrame, cached: list[Any]
+) -> tuple[int, int]:
+    """`changes` (the table's columns and `_change_type`) written under `_change_data/` and added
+    to `txn` as `cdc` actions; (change files, rows)."""
+    schema = snapshot.schema
+    change_schema = StructType([*schema.fields, StructField("_change_type", StringType(), True)])
+    cdc = write_data_files(
+        spark,
+        snapshot.tableRoot,
+        change_schema,
+        snapshot.partitionColumns,
+        {"delta.dataSkippingNumIndexedCols": "0"},
+        changes,
+        directory="_change_data/",
+        check_rows=False,
+        mode=snapshot.columnMappingMode,
+    )
+    cached.append(cdc)
+    rows, files = 0, 0
+    for add, records in cdc.add_rows():  # one per changed partition and task: few
+        txn.addAction(
+            {
+                "cdc": {
+                    "path": add["path"],
+                    "partitionValues": dict(add.get("partitionValues") or {}),
+                    "size": int(add["size"]),
+                    "dataChange": False,
+                }
+            }
+        )
+        rows += records
+        files += 1
+    return files, rows
 
 
 def _record_changes(
@@ -296,37 +380,9 @@ def _record_changes(
         if not metrics["numDeletedRows"]:
             metrics["numDeletedRows"] = int(deleted.count())
         return
-    schema = snapshot.schema
-    change_schema = StructType([*schema.fields, StructField("_change_type", StringType(), True)])
-    changes = deleted.select(
-        *[F.col(f"`{f.name}`") for f in schema.fields], F.lit("delete").alias("_change_type")
-    )
-    cdc = write_data_files(
-        spark,
-        snapshot.tableRoot,
-        change_schema,
-        snapshot.partitionColumns,
-        {"delta.dataSkippingNumIndexedCols": "0"},
-        changes,
-        directory="_change_data/",
-        check_rows=False,
-        mode=snapshot.columnMappingMode,
-    )
-    cached.append(cdc)
-    deleted_rows, change_files = 0, 0
-    for add, records in cdc.add_rows():  # one per changed partition and task: few
-        txn.addAction(
-            {
-                "cdc": {
-                    "path": add["path"],
-                    "partitionValues": dict(add.get("partitionValues") or {}),
-                    "size": int(add["size"]),
-                    "dataChange": False,
-                }
-            }
-        )
-        deleted_rows += records
-        change_files += 1
+    columns = [F.col(f"`{f.name}`") for f in snapshot.schema.fields]
+    changes = deleted.select(*columns, F.lit("delete").alias("_change_type"))
+    change_files, deleted_rows = write_change_files(spark, snapshot, txn, changes, cached)
     metrics["numAddedChangeFiles"] = change_files
     if not metrics["numDeletedRows"]:
         metrics["numDeletedRows"] = deleted_rows
