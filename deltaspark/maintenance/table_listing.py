@@ -47,12 +47,6 @@ def is_hidden(name: str, partition_columns: Sequence[str], top_level: bool = Fal
     return not any(name.startswith(column + "=") for column in partition_columns)
 
 
-def _directory_type() -> Any:
-    from pyarrow import fs as pafs
-
-    return pafs.FileType.Directory
-
-
 def _children(fs: Any, directory: str, partition_columns: Sequence[str], top_level: bool) -> list[Any]:
     from pyarrow import fs as pafs
 
@@ -68,8 +62,9 @@ def _walk_batches(root: str, partition_columns: list[str]):  # noqa: ANN202 - a 
 
     def walk(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
+        from pyarrow import fs as pafs
 
-        directory_type = _directory_type()
+        directory_type = pafs.FileType.Directory
         fs, root_local = open_file(root)
         root_local = root_local.rstrip("/") or "/"
         cut = len(root_local.rstrip("/"))  # a pyarrow path back in the table's URI form: root + rest

@@ -301,15 +301,15 @@ def update(
             .where(matches)
             .groupBy(F.col(FILE_COLUMN).alias("__touched"))
             .agg(F.count(F.lit(1)).alias("__matched"))
-            .persist()
         )
-        cached.append(per_file)
         touched = candidates.join(per_file, candidates["path"] == per_file["__touched"]).persist()
         cached.append(touched)
         totals = touched.agg(
             F.count(F.lit(1)),
             F.sum("__matched"),
             F.count(F.when(F.col("stats_parsed.numRecords").isNull(), 1)),
+            F.sum("size"),
+            F.count(F.col("deletionVector")),
         ).first()
         if not totals[0]:
             log.info("Nothing to update in %s: no row matches", table_path)
@@ -336,7 +336,7 @@ def update(
             if writes_deletion_vectors(snapshot) and not totals[2]:
                 _merge_on_read(job, int(totals[0]))
             else:
-                _copy_on_write(job)
+                _copy_on_write(job, int(totals[0]), int(totals[3] or 0), int(totals[4]))
         except Exception as exc:  # a value out of its column's range, raised by a Spark task
             found = _OUT_OF_RANGE_TEXT.search(str(exc))
             if found is None:
@@ -415,13 +415,13 @@ def _write_new_rows(job: _Update, only_matched: bool) -> Any:
     return written
 
 
-def _copy_on_write(job: _Update) -> None:
-    """The touched files rewritten with the update applied; the originals removed."""
-    gone = job.files.agg(F.count(F.lit(1)), F.sum("size"), F.count(F.col("deletionVector"))).first()
+def _copy_on_write(job: _Update, file_count: int, file_bytes: int, dv_count: int) -> None:
+    """The touched files (`file_count` of them, `file_bytes` in all, `dv_count` with a DV)
+    rewritten with the update applied; the originals removed."""
     job.txn.removeFiles(removes_of(job.files, job.now))
-    job.metrics["numRemovedFiles"] = int(gone[0])
-    job.metrics["numRemovedBytes"] = int(gone[1] or 0)
-    job.metrics["numDeletionVectorsRemoved"] = int(gone[2] or 0)
+    job.metrics["numRemovedFiles"] = file_count
+    job.metrics["numRemovedBytes"] = file_bytes
+    job.metrics["numDeletionVectorsRemoved"] = dv_count
     written = _write_new_rows(job, only_matched=False)
     job.metrics["numCopiedRows"] = written.rows - job.metrics["numUpdatedRows"]
 
