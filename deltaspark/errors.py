@@ -232,6 +232,19 @@ class InvariantViolationError(DeltaSparkError):
     generated column's expression; nothing was committed."""
 
 
+class MergeCardinalityError(DeltaSparkError):
+    """MERGE: several source rows matched one target row under an update or delete clause, so the
+    row's new value is ambiguous (SQL's rule); nothing was committed. `key` names the target row."""
+
+    def __init__(self, table_path: str, key: str, matches: int) -> None:
+        self.key, self.matches = key, matches
+        super().__init__(
+            f"Cannot merge into {table_path}: {matches} source rows matched the target row {key} and "
+            "would update or delete it (at most one may); make the source's keys unique "
+            "(e.g. with dropDuplicates) or the merge condition more selective"
+        )
+
+
 class AppendOnlyTableError(DeltaSparkError):
     """The table is append-only (`delta.appendOnly`): files may be added, never removed."""
 

@@ -41,6 +41,8 @@ from deltaspark.operations.convert import convert, parse_identifier
 from deltaspark.operations.delete import delete as delete_rows
 from deltaspark.operations.iceberg_export import IcebergExport, to_iceberg
 from deltaspark.operations.iceberg_import import convert_iceberg, parse_iceberg_identifier
+from deltaspark.operations.merge.builder import DeltaMergeBuilder
+from deltaspark.operations.merge.execute import merge as merge_rows
 from deltaspark.operations.restore import restore
 from deltaspark.operations.update import update as update_rows
 from deltaspark.operations.write import write as write_rows
@@ -72,6 +74,7 @@ class DeltaTable:
         self._spark = spark
         self._path = path.rstrip("/") or "/"
         self._storage = storage or storage_for(spark)
+        self._alias: str | None = None
 
     @classmethod
     @eager
@@ -131,8 +134,48 @@ class DeltaTable:
 
     @eager
     def toDF(self, filter: Any = None, rowTracking: bool = False) -> DataFrame:  # noqa: A002
-        """The latest version's rows; see `Snapshot.toDF`."""
-        return self.snapshot().toDF(filter, rowTracking=rowTracking)
+        """The latest version's rows; see `Snapshot.toDF` (under the table's alias, if it has one)."""
+        frame = self.snapshot().toDF(filter, rowTracking=rowTracking)
+        return frame.alias(self._alias) if self._alias else frame
+
+    def alias(self, aliasName: str) -> DeltaTable:
+        """This table under an alias, for the conditions and assignments of `merge`."""
+        if not isinstance(aliasName, str) or not aliasName:
+            raise InvalidArgumentError(f"An alias is a non-empty string, got {aliasName!r}")
+        table = DeltaTable(self._spark, self._path, self._storage)
+        table._alias = aliasName
+        return table
+
+    def merge(self, source: DataFrame, condition: str | Any) -> DeltaMergeBuilder:
+        """Start a MERGE of `source` into this table on `condition` (SQL string or Column over the
+        table's alias and the source's), as delta-spark's `DeltaTable.merge`: add clauses
+        (`whenMatchedUpdate`, `whenNotMatchedInsertAll`, ...) and call `execute()`."""
+        return DeltaMergeBuilder(self._merge, source, condition)
+
+    @eager
+    def _merge(self, builder: DeltaMergeBuilder) -> DataFrame:
+        outcome = merge_rows(
+            self._spark,
+            self._storage,
+            self._path,
+            self.snapshot(),
+            self._alias,
+            builder.source,
+            builder.condition,
+            list(builder.clauses),
+            builder.schemaEvolution,
+        )
+        self._after_commit(outcome.commit)
+        m = outcome.metrics
+        updated, deleted, inserted = (
+            int(m["numTargetRowsUpdated"]),
+            int(m["numTargetRowsDeleted"]),
+            int(m["numTargetRowsInserted"]),
+        )
+        return self._spark.createDataFrame(
+            [(updated + deleted + inserted, updated, deleted, inserted)],
+            "num_affected_rows long, num_updated_rows long, num_deleted_rows long, num_inserted_rows long",
+        )
 
     @eager
     def changes(

@@ -2,7 +2,8 @@
 
 Usage: python -m tests.concurrent_writer TABLE WORKER OPS   (OPS like "append:x,overwrite:x,delete:y,prop")
 Prints one JSON line per operation: {"op", "version" or null, "error" (exception class) or null};
-`delete:p` deletes the even ids of partition p (version null when nothing matched).
+`delete:p` deletes the even ids of partition p (version null when nothing matched); `merge:p`
+deletes ids 0 and 2 of partition p and inserts those absent and the op's id (version null).
 """
 
 from __future__ import annotations
@@ -39,6 +40,17 @@ def main() -> None:
             elif kind == "overwrite":
                 df = spark.createDataFrame([(row_id, partition)], "id long, p string")
                 result = write(df, table, mode="overwrite", replaceWhere=f"p = '{partition}'")
+            elif kind == "merge":
+                # partition p: delete ids 0 and 2 where present, insert them (and this op's id) where not
+                source = spark.createDataFrame(
+                    [(0, partition), (2, partition), (row_id, partition)], "id long, p string"
+                )
+                condition = f"t.id = s.id AND t.p = '{partition}'"
+                dt = DeltaTable.forPath(spark, table)
+                dt.alias("t").merge(
+                    source.alias("s"), condition
+                ).whenMatchedDelete().whenNotMatchedInsertAll().execute()
+                result = None
             elif kind == "delete":
                 result = DeltaTable.forPath(spark, table).delete(f"p = '{partition}' AND id % 2 = 0")
             else:

@@ -117,6 +117,32 @@ def test_processes_committing_at_once(spark, tmp_path):
     print("outcomes:", sorted(((r["op"], r["version"], r["error"]) for r in results), key=repr))
 
 
+@pytest.mark.one_suite("4.x")
+def test_merges_of_disjoint_partitions_and_appends_racing(spark, tmp_path):
+    """Two processes, each merging into its own partition and then appending to it: every merge
+    reads only its partition's files within its key range, so nothing conflicts in any order."""
+    table = tmp_path / "t"
+    write(
+        spark.createDataFrame([(0, "x"), (1, "y"), (2, "y")], "id long, p string"),
+        str(table),
+        partitionBy=["p"],
+        properties={"delta.enableDeletionVectors": "true"},
+    )
+    workers = [_start(table, 1, "merge:x,append:x"), _start(table, 2, "merge:y,append:y")]
+    results = []
+    for proc in workers:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+        results += [json.loads(line) for line in out.splitlines() if '"op"' in line]
+    assert [r for r in results if r["error"]] == []
+    commits = _commits(table)
+    assert sorted(commits) == list(range(5))
+    operations = sorted(acts[0]["commitInfo"]["operation"] for acts in commits.values())
+    assert operations == ["MERGE", "MERGE", "WRITE", "WRITE", "WRITE"]
+    rows = {tuple(r) for r in DeltaTable.forPath(spark, str(table)).toDF().select("id", "p").collect()}
+    assert rows == {(1, "y"), (2, "x"), (1000, "x"), (1001, "x"), (0, "y"), (2000, "y"), (2001, "y")}
+
+
 @pytest.mark.one_suite("4.x")  # crash safety: put-if-absent and renames, not the Spark version
 @pytest.mark.parametrize("delay", [1.0, 3.0])  # early in a commit, and after some have landed
 def test_a_writer_killed_mid_commit_leaves_a_readable_table(spark, tmp_path, delay):

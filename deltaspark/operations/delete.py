@@ -332,11 +332,17 @@ def materialized_row_tracking(snapshot: Snapshot) -> tuple[str, str]:
 
 
 def write_change_files(
-    spark: SparkSession, snapshot: Snapshot, txn: Transaction, changes: DataFrame, cached: list[Any]
+    spark: SparkSession,
+    snapshot: Snapshot,
+    txn: Transaction,
+    changes: DataFrame,
+    cached: list[Any],
+    schema: StructType | None = None,
 ) -> tuple[int, int]:
-    """`changes` (the table's columns and `_change_type`) written under `_change_data/` and added
-    to `txn` as `cdc` actions; (change files, rows)."""
-    schema = snapshot.schema
+    """`changes` (the table's columns - `schema` when the commit changes them - and
+    `_change_type`) written under `_change_data/` and added to `txn` as `cdc` actions; (change
+    files, rows)."""
+    schema = schema or snapshot.schema
     change_schema = StructType([*schema.fields, StructField("_change_type", StringType(), True)])
     cdc = write_data_files(
         spark,

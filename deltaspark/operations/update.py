@@ -174,6 +174,15 @@ def store_assign(value: Column, source: DataType, target: DataType, path: str, t
     return F.when(value.isNull() | fits, value.cast(target)).otherwise(F.raise_error(F.lit(message)))
 
 
+def out_of_range_error(exc: BaseException) -> InvalidArgumentError | None:
+    """The `InvalidArgumentError` for a Spark failure raised by `store_assign`'s range check."""
+    found = _OUT_OF_RANGE_TEXT.search(str(exc))
+    if found is None:
+        return None
+    text = found.group(0)[len("deltaspark: ") :]
+    return InvalidArgumentError(text[0].upper() + text[1:])
+
+
 def assignments(
     spark: SparkSession, schema: StructType, set_: Mapping[str, Any], table_path: str
 ) -> dict[str, list[tuple[list[str], Column]]]:
@@ -338,11 +347,10 @@ def update(
             else:
                 _copy_on_write(job, int(totals[0]), int(totals[3] or 0), int(totals[4]))
         except Exception as exc:  # a value out of its column's range, raised by a Spark task
-            found = _OUT_OF_RANGE_TEXT.search(str(exc))
-            if found is None:
+            error = out_of_range_error(exc)
+            if error is None:
                 raise
-            text = found.group(0)[len("deltaspark: ") :]
-            raise InvalidArgumentError(text[0].upper() + text[1:]) from None
+            raise error from None
         _record_changes(job)
         metrics["rewriteTimeMs"] = int((time.time() - scanned) * 1000)
         metrics["executionTimeMs"] = int((time.time() - started) * 1000)

@@ -1,0 +1,231 @@
+"""MERGE benchmark: deltaspark and delta-rs merging the same sources into copies of the same table,
+each engine in its own monitored process.
+
+    .venv/bin/python -m benchmarks.merge --rows 10000000 --out benchmarks/results/x.json
+
+The target has `--rows` rows in 100 files of disjoint, contiguous `id` ranges (written once by
+Spark). Cases (sources written once as parquet, read by each engine inside its timed call):
+
+- `upsert`: 1% of the table's size, half updates of existing keys in 10% of the files, half new
+  keys (`whenMatchedUpdateAll` + `whenNotMatchedInsertAll`);
+- `delete`: 1% of the keys, spread over every file (`whenMatchedDelete`);
+- `insert`: 10% new keys (`whenNotMatchedInsertAll` only);
+- `unique-keys`: 10% of the keys, all in the first 10% of the files, updated; must succeed
+  (delta-rs issue 4572 reports a spurious multiple-match error for such a merge);
+- `duplicate-key` (deltaspark only): the same with one key twice; must fail with a named error.
+
+Each merge runs on a fresh copy of the table. deltaspark runs every case twice in one process,
+copy-on-write (as delta-rs) and then with deletion vectors; its first call in a process pays the JVM's
+warm-up, so the copy-on-write call is repeated on another copy and both times are reported
+(`seconds` cold, `warm_seconds`). Bytes rewritten are read off each commit (`add` and `remove`
+sizes). Nothing here runs in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.procmon import emit, run_monitored
+
+CASES = ("upsert", "delete", "insert", "unique-keys", "duplicate-key")
+
+
+def _session(driver_memory: str) -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "8")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def generate(workdir: Path, rows: int, driver_memory: str) -> None:
+    """The base table and one parquet source per case."""
+    spark = _session(driver_memory)
+    from pyspark.sql import functions as F
+
+    from deltaspark.table import write
+
+    base = workdir / "base"
+    shutil.rmtree(base, ignore_errors=True)
+    table = spark.range(rows).select(
+        "id",
+        (F.col("id") * 0.5).alias("v"),
+        F.concat(F.lit("name-"), F.col("id").cast("string")).alias("name"),
+    )
+    write(table.repartitionByRange(100, "id"), str(base))
+    per_file = rows // 100
+    one_pct = rows // 100
+
+    def columns(ids: Any) -> Any:
+        return ids.select(
+            "id",
+            (F.col("id") * 2.0).alias("v"),
+            F.concat(F.lit("new-"), F.col("id").cast("string")).alias("name"),
+        )
+
+    # upsert: half of 1% in files 0, 10, ..., 90; half new keys
+    in_files = spark.range(one_pct // 2).select(
+        ((F.col("id") % 10) * 10 * per_file + (F.col("id") / 10).cast("long") * 2).alias("id")
+    )
+    new = spark.range(rows, rows + one_pct // 2)
+    sources = {
+        "upsert": columns(in_files.unionByName(new)),
+        "delete": columns(spark.range(0, rows, 100)),  # 1%, in every file
+        "insert": columns(spark.range(rows, rows + rows // 10)),
+        "unique-keys": columns(spark.range(0, rows // 10)),
+        "duplicate-key": columns(spark.range(0, rows // 10).unionByName(spark.range(7, 8))),
+    }
+    for name, frame in sources.items():
+        frame.coalesce(1).write.mode("overwrite").parquet(str(workdir / f"source-{name}"))
+    spark.stop()
+
+
+def _commit_bytes(table: Path, version: int) -> dict[str, int]:
+    """What a commit wrote: new data files (a file removed and added back with a deletion vector
+    is not rewritten) and the files it dropped."""
+    lines = (table / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    actions = [json.loads(line) for line in lines]
+    adds = {a["add"]["path"]: a["add"]["size"] for a in actions if "add" in a}
+    removes = {a["remove"]["path"]: a["remove"].get("size") or 0 for a in actions if "remove" in a}
+    return {
+        "bytes_written": sum(size for path, size in adds.items() if path not in removes),
+        "files_written": sum(1 for path in adds if path not in removes),
+        "bytes_dropped": sum(size for path, size in removes.items() if path not in adds),
+        "files_dropped": sum(1 for path in removes if path not in adds),
+        "files_given_dvs": sum(1 for path in adds if path in removes),
+    }
+
+
+def _fresh_copy(workdir: Path, name: str) -> Path:
+    copy = workdir / name
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(workdir / "base", copy)
+    return copy
+
+
+def deltaspark_worker(workdir: Path, case: str, driver_memory: str) -> None:
+    start = time.perf_counter()
+    spark = _session(driver_memory)
+    session = time.perf_counter() - start
+    from deltaspark import DeltaTable
+    from deltaspark.errors import MergeCardinalityError
+
+    def run(table: Path, dvs: bool) -> dict[str, Any]:
+        dt = DeltaTable.forPath(spark, str(table))
+        if dvs:
+            dt.setProperties({"delta.enableDeletionVectors": "true"})
+        version = dt.snapshot().version
+        source = spark.read.parquet(str(workdir / f"source-{case}"))
+        builder = dt.alias("t").merge(source.alias("s"), "t.id = s.id")
+        if case in ("upsert", "insert"):
+            builder = builder.whenNotMatchedInsertAll()
+        if case in ("upsert", "unique-keys", "duplicate-key"):
+            builder = builder.whenMatchedUpdateAll()
+        if case == "delete":
+            builder = builder.whenMatchedDelete()
+        began = time.perf_counter()
+        try:
+            metrics = builder.execute().first().asDict()
+        except MergeCardinalityError as exc:
+            return {"seconds": round(time.perf_counter() - began, 2), "error": str(exc)[:200]}
+        seconds = round(time.perf_counter() - began, 2)
+        return {"seconds": seconds, "metrics": metrics, **_commit_bytes(table, version + 1)}
+
+    cold = run(_fresh_copy(workdir, "deltaspark-a"), dvs=False)
+    warm = run(_fresh_copy(workdir, "deltaspark-b"), dvs=False)
+    dv = run(_fresh_copy(workdir, "deltaspark-c"), dvs=True)
+    emit({"session_seconds": round(session, 2), **cold, "warm_seconds": warm["seconds"], "with_dvs": dv})
+
+
+def delta_rs_worker(workdir: Path, case: str) -> None:
+    import deltalake
+    import pyarrow.parquet as pq
+
+    table = _fresh_copy(workdir, "delta-rs")
+    began = time.perf_counter()
+    source = pq.read_table(str(workdir / f"source-{case}"))
+    merger = deltalake.DeltaTable(str(table)).merge(source, "t.id = s.id", source_alias="s", target_alias="t")
+    if case in ("upsert", "insert"):
+        merger = merger.when_not_matched_insert_all()
+    if case in ("upsert", "unique-keys", "duplicate-key"):
+        merger = merger.when_matched_update_all()
+    if case == "delete":
+        merger = merger.when_matched_delete()
+    try:
+        metrics = merger.execute()
+    except Exception as exc:  # delta-rs's errors are its own; report them
+        emit(
+            {"seconds": round(time.perf_counter() - began, 2), "error": f"{type(exc).__name__}: {exc}"[:300]}
+        )
+        return
+    seconds = round(time.perf_counter() - began, 2)
+    emit({"seconds": seconds, "metrics": metrics, **_commit_bytes(table, 1)})
+
+
+def _run(engine: str, case: str, args: argparse.Namespace) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "benchmarks.merge", "--worker", engine, case, "--workdir", args.workdir]
+    outcome = run_monitored(cmd + ["--driver-memory", args.driver_memory], args.timeout, 20 * 1024**3)
+    result = outcome.results[0] if outcome.results else {"stderr": outcome.stderr_tail}
+    return {
+        "engine": engine,
+        "case": case,
+        "process_seconds": round(outcome.seconds, 2),
+        "peak_tree_rss_gib": round(outcome.peak_tree_rss / 1024**3, 2),
+        "killed": outcome.killed,
+        **result,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--workdir", default="/tmp/deltaspark-bench/merge")
+    parser.add_argument("--driver-memory", default="8g")
+    parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--out")
+    parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "CASE"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    workdir = Path(args.workdir)
+    if args.worker:
+        engine, case = args.worker
+        if engine == "deltaspark":
+            deltaspark_worker(workdir, case, args.driver_memory)
+        else:
+            delta_rs_worker(workdir, case)
+        return 0
+    workdir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    generate(workdir, args.rows, args.driver_memory)
+    print(f"generated {args.rows} rows and the sources in {time.perf_counter() - start:.0f} s", flush=True)
+    runs = []
+    for case in args.cases.split(","):
+        engines = ["deltaspark"] if case == "duplicate-key" else ["deltaspark", "delta-rs"]
+        for engine in engines:
+            runs.append(_run(engine, case, args))
+            print(json.dumps({k: v for k, v in runs[-1].items() if k != "metrics"}), flush=True)
+    result = {"table": {"rows": args.rows, "files": 100}, "runs": runs}
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,928 @@
+"""MERGE: upsert a source DataFrame into the table, as one commit.
+
+The plan, as DataFrame transforms (nothing row-sized reaches the driver):
+
+1. The source is cached (a non-deterministic source would otherwise give the two passes below
+   different rows) and aggregated once: its row count and the range of each key the condition
+   equates with a target column (`pruning`).
+2. Target files that cannot hold a match are skipped. One pass over the candidate files' rows
+   (only the columns the condition and the clauses read) joins them with the source - inner, or
+   left when not-matched-by-source clauses need the unmatched target rows; the source is the side
+   Spark broadcasts - and tags each joined row with the first clause whose condition holds.
+3. One aggregate per target row that matched or is changed finds the files holding a changed
+   row and checks SQL's rule: a target row may be updated or deleted by at most one source row
+   (`MergeCardinalityError` otherwise; a merge whose only matched clause is an unconditional
+   delete is exempt, as in delta-spark, since every match deletes the same row).
+4. Only those files change. With deletion vectors the changed rows are marked in each file's
+   new DV (existing DVs kept) and only updated rows are written (merge-on-read); otherwise the
+   files are rewritten with their unchanged rows copied (copy-on-write). Files whose matched rows
+   no clause changes are never rewritten.
+5. Inserted rows are the source rows without a match: when the condition is key equalities (and
+   conjuncts over the target alone), the source anti-joined with the matched pairs' keys from
+   step 2, without a second pass over the target; otherwise anti-joined with the candidate rows.
+
+Merges with only insert clauses anti-join the source with the candidate rows (only the columns
+the condition reads) and append; they remove nothing, and when the source's key range misses
+every file they read no target file at all.
+
+New values pass the write's checks (NOT NULL, CHECK, invariants, generated columns, recomputed
+when not assigned). With `withSchemaEvolution()`, `updateAll`/`insertAll` add the source's new
+columns and struct fields to the table (and widen types when type widening is on). Row tracking:
+updated and copied rows keep their row ids, inserted rows get fresh ones; updated and inserted rows
+take the commit's version. Identity columns an insert leaves out are generated as a write
+generates them, and their high-water marks move past the values written. Change data:
+`update_preimage`/`update_postimage`, `delete`, `insert`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
+
+from deltaspark.errors import InvalidArgumentError, MergeCardinalityError
+from deltaspark.features.column_mapping import with_column_mapping
+from deltaspark.features.enablement import features_for_schema, required_protocol
+from deltaspark.features.identity_columns import IdentityInfo, identity_columns, with_high_water_marks
+from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
+from deltaspark.features.schema_evolution import merge_schemas
+from deltaspark.operations.delete import (
+    FILE_COLUMN,
+    check_rows_changeable,
+    mark_rows_deleted,
+    materialized_row_tracking,
+    write_change_files,
+    writes_deletion_vectors,
+)
+from deltaspark.operations.merge.clauses import (
+    DELETE,
+    INSERT,
+    MATCHED,
+    NOT_MATCHED,
+    NOT_MATCHED_BY_SOURCE,
+    UPDATE,
+    Clause,
+    check_order,
+)
+from deltaspark.operations.merge.pruning import ConditionParts, all_of, key_ranges
+from deltaspark.operations.update import name_parts, out_of_range_error, store_assign
+from deltaspark.operations.write import (
+    GENERATION_KEY,
+    check_writable_rows,
+    conform_value,
+    removes_of,
+    with_identity_values,
+    write_data_files,
+)
+from deltaspark.read.scan import read_files
+from deltaspark.snapshot import Snapshot
+from deltaspark.storage import Storage
+from deltaspark.transaction.transaction import CommitResult, Transaction
+
+log = logging.getLogger(__name__)
+
+TARGET_ALIAS = "__deltaspark_target"  # the target's alias when the user gave none
+SOURCE_HERE = "__deltaspark_source_present"
+TARGET_ROW = "__deltaspark_target_row"  # the target row's columns, as a struct (never ambiguous)
+SOURCE_ROW = "__deltaspark_source_row"
+ROW_INDEX = "__deltaspark_row_index"
+ROW_ID = "__deltaspark_row_id"
+ROW_VERSION = "__deltaspark_row_commit_version"
+CLAUSE = "__deltaspark_clause"  # index of the clause a joined row takes; null: none
+TOUCHED = "__deltaspark_touched"
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+@dataclass
+class MergeOutcome:
+    """The commit (None when nothing changed) and delta-spark's MERGE metrics."""
+
+    commit: CommitResult | None
+    metrics: dict[str, Any]
+
+
+def merge(
+    spark: SparkSession,
+    storage: Storage,
+    table_path: str,
+    snapshot: Snapshot,
+    target_alias: str | None,
+    source: DataFrame,
+    condition: Any,
+    clauses: list[Clause],
+    schema_evolution: bool = False,
+) -> MergeOutcome:
+    """Merge `source` into the table (see the module docstring)."""
+    started = time.time()
+    check_order(clauses)
+    if not hasattr(source, "columns") or not hasattr(source, "join"):
+        raise InvalidArgumentError(f"The merge source must be a DataFrame, got {type(source).__name__}")
+    if not isinstance(condition, str) and type(condition).__name__ != "Column":
+        raise InvalidArgumentError(
+            f"The merge condition must be a SQL string or a Column, got {type(condition).__name__}"
+        )
+    modifies = any(c.modifies_target for c in clauses)
+    if modifies:
+        check_rows_changeable(snapshot, table_path, "merge into")
+    else:
+        check_writable_rows(snapshot.protocol, snapshot.metadata, table_path)
+    txn = Transaction(spark, storage, table_path, snapshot)
+    plan = _Plan(
+        spark, storage, table_path, snapshot, txn, target_alias or TARGET_ALIAS, source, condition, clauses
+    )
+    plan.evolve = schema_evolution
+    plan.schema, plan.configuration = _evolved(snapshot, txn, source, clauses, schema_evolution, table_path)
+    try:
+        outcome = plan.run()
+    except Exception as exc:  # a value out of its column's range, raised by a Spark task
+        found = out_of_range_error(exc)
+        if found is None:
+            raise
+        raise found from None
+    finally:
+        plan.release()
+    outcome.metrics["executionTimeMs"] = int((time.time() - started) * 1000)
+    return outcome
+
+
+def _evolved(
+    snapshot: Snapshot,
+    txn: Transaction,
+    source: DataFrame,
+    clauses: list[Clause],
+    evolve: bool,
+    table_path: str,
+) -> tuple[StructType, dict[str, str]]:
+    """The table's schema after the merge, and its configuration: with schema evolution and an
+    `updateAll`/`insertAll` clause, the source's new columns and fields are added (metadata and
+    protocol updated in `txn`)."""
+    schema, metadata = snapshot.schema, snapshot.metadata
+    if not evolve or not any(c.assignments is None for c in clauses):
+        return schema, dict(metadata.configuration)
+    widening = metadata.flag("delta.enableTypeWidening") and snapshot.protocol.hasFeature("typeWidening")
+    merged = merge_schemas(schema, source.schema, table_path, widening)
+    if merged == schema:
+        return schema, dict(metadata.configuration)
+    merged, configuration = with_column_mapping(merged, dict(metadata.configuration), keep_names=False)
+    metadata = replace(metadata, schemaString=merged.json(), configuration=configuration)
+    txn.updateProtocol(required_protocol(snapshot.protocol, features_for_schema(metadata.schema(table_path))))
+    txn.updateMetadata(metadata)
+    log.info("Merge into %s evolves the schema to %s", table_path, merged.simpleString())
+    return metadata.schema(table_path), dict(metadata.configuration)
+
+
+class _Plan:
+    """One merge's steps, sharing what they have built (and what they cached)."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        storage: Storage,
+        table_path: str,
+        snapshot: Snapshot,
+        txn: Transaction,
+        alias: str,
+        source: DataFrame,
+        condition: Any,
+        clauses: list[Clause],
+    ) -> None:
+        self.spark, self.storage, self.table_path = spark, storage, table_path
+        self.snapshot, self.txn, self.alias = snapshot, txn, alias
+        self.user_source, self.condition, self.clauses = source, condition, clauses
+        self.schema: StructType = snapshot.schema
+        self.configuration: dict[str, str] = {}
+        self.cached: list[Any] = []
+        self.changed = False  # whether a file was added or removed
+        self.touched_files: DataFrame | None = None  # the files holding a changed row
+        self.matched_keys: DataFrame | None = None  # the matched pairs' source keys
+        self.inserted_rows: DataFrame | None = None
+        self.evolve = False
+        self.now = int(time.time() * 1000)
+        self.indexes = {
+            (kind, action): [i for i, c in enumerate(clauses) if c.kind == kind and c.action == action]
+            for kind in (MATCHED, NOT_MATCHED_BY_SOURCE)
+            for action in (UPDATE, DELETE)
+        }
+        self.updates = [i for i, c in enumerate(clauses) if c.action == UPDATE]
+        self.deletes = [i for i, c in enumerate(clauses) if c.action == DELETE]
+        self.inserts = [i for i, c in enumerate(clauses) if c.action == INSERT]
+        self.by_source = any(c.kind == NOT_MATCHED_BY_SOURCE for c in clauses)
+        self.modifies = any(c.modifies_target for c in clauses)
+        matched = [c for c in clauses if c.kind == MATCHED]
+        # delta-spark's exemption: every match of a lone unconditional delete deletes the same row
+        self.duplicates_allowed = (
+            len(matched) == 1 and matched[0].action == DELETE and matched[0].condition is None
+        )
+        tracked = row_tracking_enabled(snapshot.protocol, snapshot.metadata)
+        self.hidden: tuple[str, ...] = (
+            materialized_row_tracking(snapshot) if tracked and self.modifies else ()
+        )
+        self.metrics: dict[str, Any] = {
+            "numSourceRows": 0,
+            "numTargetRowsInserted": 0,
+            "numTargetRowsUpdated": 0,
+            "numTargetRowsMatchedUpdated": 0,
+            "numTargetRowsNotMatchedBySourceUpdated": 0,
+            "numTargetRowsDeleted": 0,
+            "numTargetRowsMatchedDeleted": 0,
+            "numTargetRowsNotMatchedBySourceDeleted": 0,
+            "numTargetRowsCopied": 0,
+            "numOutputRows": 0,
+            "numTargetFilesAdded": 0,
+            "numTargetFilesRemoved": 0,
+            "numTargetChangeFilesAdded": 0,
+            "numTargetBytesAdded": 0,
+            "numTargetBytesRemoved": 0,
+            "numTargetDeletionVectorsAdded": 0,
+            "numTargetDeletionVectorsRemoved": 0,
+            "numTargetDeletionVectorsUpdated": 0,
+        }
+
+    def release(self) -> None:
+        for frame in self.cached:
+            frame.unpersist()
+
+    # ---- 1. the source, and the target files that can hold a match ----------------------------
+    def run(self) -> MergeOutcome:
+        started = time.time()
+        columns = list(self.user_source.columns)
+        self.source = self.user_source.select(
+            "*",
+            F.lit(True).alias(SOURCE_HERE),
+            F.struct(*[F.col(_quote(c)) for c in columns]).alias(SOURCE_ROW),
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        self.cached.append(self.source)
+        self.source_types = {
+            c.lower(): (c, t)
+            for c, t in zip(columns, [f.dataType for f in self.user_source.schema.fields], strict=True)
+        }
+        parts = ConditionParts(self.condition, self.alias, self.snapshot.schema, self.user_source)
+        self.pairs = parts.key_pairs()
+        # the source rows with a match are found from the matched pairs' keys (no second join)
+        self.keyed = parts.keys_decide_matches()
+        ranged = [] if self.by_source else self.pairs
+        bounds = self.source.agg(
+            F.count(F.lit(1)), *[f(p.source) for p in ranged for f in (F.min, F.max)]
+        ).first()
+        self.metrics["numSourceRows"] = int(bounds[0])
+        ranges = [(bounds[1 + 2 * i], bounds[2 + 2 * i]) for i in range(len(ranged))]
+        candidates = self._candidates(parts, ranges, int(bounds[0]))
+        self.candidates = candidates
+        self._check_condition()
+        if not self.modifies:
+            self.metrics["numTargetRowsInserted"] = self._write(self._inserted()).rows
+        else:
+            self._change(time.time() - started)
+        return self._commit()
+
+    def _candidates(
+        self, parts: ConditionParts, ranges: list[tuple[Any, Any]], source_rows: int
+    ) -> DataFrame | None:
+        """The files that can hold a target row the merge reads (None: none can)."""
+        snapshot = self.snapshot
+        if self.by_source:  # every target row not matched is a candidate for those clauses
+            self.txn.readWholeTable()
+            files = snapshot.files()
+        elif source_rows == 0 or any(low is None for low, _ in ranges):
+            log.info("Merge into %s: no source key can match, no target file is read", self.table_path)
+            return None
+        else:
+            predicate = all_of(key_ranges(self.pairs, ranges) + parts.target_only())
+            if predicate is None:
+                self.txn.readWholeTable()
+                files = snapshot.files()
+            else:
+                self.txn.readPredicate(predicate)
+                files = snapshot.files(predicate)
+        candidates = files.persist()
+        self.cached.append(candidates)
+        self.txn.readFiles(candidates)
+        return candidates
+
+    # ---- 2. the joined rows, each tagged with its clause --------------------------------------
+    def _target(self, files: DataFrame | None) -> DataFrame:
+        """The candidate files' rows: the table's columns (for the user's expressions), the row as
+        a struct, its file and position, and its row id and commit version when rows are tracked."""
+        schema = self.snapshot.schema
+        tracked = bool(self.hidden)
+        if files is None:
+            fields = [
+                *schema.fields,
+                StructField(FILE_COLUMN, StringType()),
+                StructField("_row_index", LongType()),
+            ]
+            if tracked:
+                meta = StructType(
+                    [StructField("row_id", LongType()), StructField("row_commit_version", LongType())]
+                )
+                fields.append(StructField("_metadata", meta))
+            rows = self.spark.createDataFrame([], StructType(fields))
+        else:
+            rows = read_files(
+                self.snapshot,
+                files.withColumn(FILE_COLUMN, F.col("path")),
+                row_tracking=tracked,
+                carry=[FILE_COLUMN],
+                keep_row_index=True,
+            )
+        table = [F.col(_quote(f.name)) for f in schema.fields]
+        tracking = (
+            [
+                F.col("_metadata.row_id").alias(ROW_ID),
+                F.col("_metadata.row_commit_version").alias(ROW_VERSION),
+            ]
+            if tracked
+            else []
+        )
+        return rows.select(
+            *table,
+            F.col(FILE_COLUMN),
+            F.col("_row_index").alias(ROW_INDEX),
+            *tracking,
+            F.struct(*table).alias(TARGET_ROW),
+        ).alias(self.alias)
+
+    def _join_condition(self) -> Column:
+        return F.expr(self.condition) if isinstance(self.condition, str) else self.condition
+
+    def _joined(self, files: DataFrame | None, keep_target_rows: bool) -> DataFrame:
+        """The rows of `files` joined with the source, tagged with `CLAUSE`: matched pairs, and
+        with `keep_target_rows` every target row (left join: the source is the side Spark can
+        broadcast). Source rows without a match are found apart (`_inserted`)."""
+        how = "left" if keep_target_rows else "inner"
+        joined = self._target(files).join(self.source, self._join_condition(), how)
+        return joined.withColumn(CLAUSE, self._tag(inserting=False))
+
+    def _tag(self, inserting: bool) -> Column:
+        """The index of the first clause whose condition holds for a joined row (null: none).
+        `inserting`: the rows are source rows without a match (insert clauses); otherwise target
+        rows, each joined with a matching source row or with none (the other clauses)."""
+        source_here = F.col(SOURCE_HERE).isNotNull()
+        scope = {MATCHED: source_here, NOT_MATCHED: F.lit(True), NOT_MATCHED_BY_SOURCE: ~source_here}
+        tag: Any = None
+        for i, clause in enumerate(self.clauses):
+            if (clause.kind == NOT_MATCHED) != inserting:
+                continue
+            holds = scope[clause.kind]
+            if clause.condition is not None:
+                holds = holds & F.coalesce(_expression(clause.condition), F.lit(False))
+            tag = F.when(holds, F.lit(i)) if tag is None else tag.when(holds, F.lit(i))
+        return tag if tag is not None else F.lit(None).cast("int")
+
+    def _check_condition(self) -> None:
+        """The condition and each clause's resolved now, before any job: errors name them."""
+        probe = self._target(None).join(self.source, F.lit(True), "inner")
+        try:
+            data_type = probe.select(self._join_condition().alias("_c")).schema["_c"].dataType
+        except Exception as exc:
+            raise InvalidArgumentError(
+                f"The merge condition {_shown(self.condition)} cannot be used on {self.table_path}: "
+                f"{_first_line(exc)}"
+            ) from None
+        if not isinstance(data_type, BooleanType):
+            raise InvalidArgumentError(
+                f"The merge condition {_shown(self.condition)} is {data_type.simpleString()}, not boolean"
+            )
+        for clause in self.clauses:
+            if clause.condition is None:
+                continue
+            try:
+                found = probe.select(_expression(clause.condition).alias("_c")).schema["_c"].dataType
+            except Exception as exc:
+                raise InvalidArgumentError(
+                    f"{clause.method}'s condition {_shown(clause.condition)} cannot be used: "
+                    f"{_first_line(exc)}"
+                ) from None
+            if not isinstance(found, BooleanType):
+                raise InvalidArgumentError(
+                    f"{clause.method}'s condition {_shown(clause.condition)} is "
+                    f"{found.simpleString()}, not boolean"
+                )
+        self.values = _Values(self, probe)
+
+    # ---- 3. which target rows change, checked for ambiguity -----------------------------------
+    def _change(self, scan_seconds: float) -> None:
+        use_dvs = writes_deletion_vectors(self.snapshot)
+        joined = self._joined(self.candidates, keep_target_rows=self.by_source)
+        here = F.col(SOURCE_HERE).isNotNull()
+        key = (
+            F.struct(*[F.col(f"{TARGET_ROW}.{_quote(p.target)}") for p in self.pairs])
+            if self.pairs
+            else F.struct(F.col(FILE_COLUMN).alias("file"), F.col(ROW_INDEX).alias("row"))
+        )
+        keys = [p.source.alias(f"__k{i}") for i, p in enumerate(self.pairs)] if self.keyed else []
+        # One pass over the candidates (only the columns the condition and clauses read): the
+        # matched pairs and the target rows a not-matched-by-source clause changes.
+        narrow = (
+            joined.where(here | F.col(CLAUSE).isNotNull())
+            .select(FILE_COLUMN, ROW_INDEX, CLAUSE, here.alias("__matched"), key.alias("key"), *keys)
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        self.cached.append(narrow)
+        if self.keyed and self.inserts:
+            self.matched_keys = narrow.where("__matched").select(*[f"__k{i}" for i in range(len(keys))])
+        per_row = (
+            narrow.groupBy(FILE_COLUMN, ROW_INDEX)
+            .agg(
+                F.count(F.lit(1)).alias("pairs"),
+                F.count(CLAUSE).alias("changes"),
+                F.max(CLAUSE).alias("clause"),
+                F.first("key").alias("key"),
+            )
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        self.cached.append(per_row)
+        changed = F.col("changes") > 0
+        kinds = [
+            self.indexes[(MATCHED, UPDATE)],
+            self.indexes[(NOT_MATCHED_BY_SOURCE, UPDATE)],
+            self.indexes[(MATCHED, DELETE)],
+            self.indexes[(NOT_MATCHED_BY_SOURCE, DELETE)],
+        ]
+        totals = per_row.agg(
+            F.count(F.when(changed, 1)),
+            F.count(F.when(F.col("changes") > 1, 1)),
+            F.max("pairs"),
+            *[F.count(F.when(changed & F.col("clause").isin(k), 1)) if k else F.lit(0) for k in kinds],
+        ).first()
+        if totals[1] and not self.duplicates_allowed:
+            worst = per_row.where(F.col("changes") > 1).select("key", "changes").first()
+            raise MergeCardinalityError(self.table_path, _key_text(worst["key"]), int(worst["changes"]))
+        m = self.metrics
+        m["numTargetRowsMatchedUpdated"], m["numTargetRowsNotMatchedBySourceUpdated"] = (
+            int(totals[3]),
+            int(totals[4]),
+        )
+        m["numTargetRowsMatchedDeleted"], m["numTargetRowsNotMatchedBySourceDeleted"] = (
+            int(totals[5]),
+            int(totals[6]),
+        )
+        m["numTargetRowsUpdated"] = int(totals[3]) + int(totals[4])
+        m["numTargetRowsDeleted"] = int(totals[5]) + int(totals[6])
+        m["scanTimeMs"] = int(scan_seconds * 1000)
+        rewrite_started = time.time()
+        self.multiple = (totals[2] or 0) > 1  # some target row matched more than one source row
+        changed_rows = int(totals[0])
+        touched = self._touched(per_row.where(changed)) if changed_rows else None
+        if touched is None:
+            if self.inserts:
+                m["numTargetRowsInserted"] = self._write(self._inserted()).rows
+        else:
+            files, file_totals = touched
+            if use_dvs and not file_totals["no_stats"]:
+                self._merge_on_read(files, file_totals, per_row.where(changed))
+            else:
+                if use_dvs:  # DVs need each touched file's row count
+                    log.info("Rewriting files of %s: some have no numRecords statistic", self.table_path)
+                self._copy_on_write(files, file_totals, changed_rows)
+        m["rewriteTimeMs"] = int((time.time() - rewrite_started) * 1000)
+
+    def _touched(self, changed_rows: DataFrame) -> tuple[DataFrame, dict[str, int]] | None:
+        """The candidate files holding a changed row (cached), and their totals."""
+        assert self.candidates is not None
+        paths = changed_rows.select(F.col(FILE_COLUMN).alias(TOUCHED)).distinct()
+        files = self.candidates.join(paths, self.candidates["path"] == paths[TOUCHED]).drop(TOUCHED).persist()
+        self.cached.append(files)
+        self.touched_files = files
+        row = files.agg(
+            F.count(F.lit(1)),
+            F.sum("size"),
+            F.count(F.col("deletionVector")),
+            F.sum("stats_parsed.numRecords"),
+            F.sum("deletionVector.cardinality"),
+            F.count(F.when(F.col("stats_parsed.numRecords").isNull(), 1)),
+        ).first()
+        names = ("files", "bytes", "dvs", "records", "dv_rows", "no_stats")
+        return files, {n: int(v or 0) for n, v in zip(names, row, strict=True)}
+
+    # ---- 4. the new files -------------------------------------------------------------------
+    def _merge_on_read(self, files: DataFrame, totals: dict[str, int], changed: DataFrame) -> None:
+        """Changed rows marked in the touched files' DVs; updated and inserted rows written."""
+        marked = changed.select(F.col(FILE_COLUMN), F.col(ROW_INDEX).alias("_row_index"))
+        marking = mark_rows_deleted(
+            self.spark,
+            self.storage,
+            self.snapshot,
+            self.txn,
+            files,
+            totals["files"],
+            marked,
+            self.now,
+            self.cached,
+        )
+        self.changed = self.changed or marking.changed_files > 0
+        m = self.metrics
+        m["numTargetFilesRemoved"] = marking.emptied_files
+        m["numTargetBytesRemoved"] = marking.emptied_bytes
+        m["numTargetDeletionVectorsAdded"] = marking.changed_files - marking.emptied_files
+        m["numTargetDeletionVectorsUpdated"] = marking.had_dv - marking.emptied_with_dv
+        m["numTargetDeletionVectorsRemoved"] = marking.had_dv
+        written_rows = self._write(self._rows(files, dv=True)).rows
+        m["numTargetRowsInserted"] = written_rows - m["numTargetRowsUpdated"]
+        log.info(
+            "Merge into %s: %d row(s) marked in the deletion vectors of %d file(s), %d row(s) written",
+            self.table_path,
+            m["numTargetRowsUpdated"] + m["numTargetRowsDeleted"],
+            marking.changed_files,
+            written_rows,
+        )
+
+    def _copy_on_write(self, files: DataFrame, totals: dict[str, int], changed_rows: int) -> None:
+        """The touched files rewritten: their unchanged rows copied, updated rows in their new
+        values, deleted rows left out; inserted rows written with them; the originals removed."""
+        self.txn.removeFiles(removes_of(files, self.now), totals["files"])
+        self.changed = True
+        m = self.metrics
+        m["numTargetFilesRemoved"] = totals["files"]
+        m["numTargetBytesRemoved"] = totals["bytes"]
+        m["numTargetDeletionVectorsRemoved"] = totals["dvs"]
+        written_rows = self._write(self._rows(files, dv=False)).rows
+        if totals["no_stats"]:
+            inserted = self._inserted().count() if self.inserts else 0
+            copied = written_rows - m["numTargetRowsUpdated"] - inserted
+        else:
+            copied = totals["records"] - totals["dv_rows"] - changed_rows
+        m["numTargetRowsCopied"] = copied
+        m["numTargetRowsInserted"] = written_rows - m["numTargetRowsUpdated"] - copied
+
+    def _inserted(self) -> DataFrame:
+        """The rows the insert clauses add, in the table's columns (`_Values.project`): source rows
+        without a match - not among the matched pairs' keys when the keys decide matches, else
+        anti-joined with the candidate rows - that a clause inserts."""
+        if self.inserted_rows is not None:
+            return self.inserted_rows
+        matched_keys = self.matched_keys
+        if matched_keys is not None:
+            on = [p.source.eqNullSafe(F.col(f"__k{i}")) for i, p in enumerate(self.pairs)]
+            unmatched = self.source.join(matched_keys, _all(on), "left_anti")
+        else:
+            unmatched = self.source.join(self._target(self.candidates), self._join_condition(), "left_anti")
+        tagged = unmatched.withColumn(CLAUSE, self._tag(inserting=True))
+        rows = self.values.project(tagged.where(F.col(CLAUSE).isNotNull()), with_target=False)
+        self.inserted_rows = self._with_identity_values(rows)
+        return self.inserted_rows
+
+    def _with_identity_values(self, rows: DataFrame) -> DataFrame:
+        """`rows` with values generated for the identity columns their clause leaves out (as a
+        write generates them), cached: the data files and the change data must hold the same
+        values, and the values depend on how rows reach partitions."""
+        missing = self.values.identity_missing
+        if not missing:
+            return rows
+        given = rows.select(
+            *[F.col(_quote(c)).alias(f"__given_{c}" if c in missing else c) for c in rows.columns]
+        )
+        generated, _ = with_identity_values(
+            self.spark, given, [info for info, _ in missing.values()], self.table_path
+        )
+        clause = F.col(CLAUSE)
+        out = generated.select(
+            *[
+                F.when(clause.isin(missing[c][1]), F.col(_quote(c)))
+                .otherwise(F.col(_quote(f"__given_{c}")))
+                .alias(c)
+                if c in missing
+                else F.col(_quote(c))
+                for c in rows.columns
+            ]
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        self.cached.append(out)
+        return out
+
+    def _rows(self, files: DataFrame, dv: bool) -> DataFrame:
+        """The rows the merge writes: the insert clauses' rows, and from the touched `files` the
+        updated rows (with DVs), or (copy-on-write) also the rows no clause changes, once each (a
+        target row matched by several source rows is kept once)."""
+        clause = F.col(CLAUSE)
+        joined = self._joined(files, keep_target_rows=self.by_source or not dv)
+        if dv:
+            target_side = joined.where(clause.isin(self.updates))
+        else:
+            target_side = joined
+            if self.multiple:
+                # the pair a clause changes comes first; without one, any pair stands for the row
+                order = Window.partitionBy(FILE_COLUMN, ROW_INDEX).orderBy(clause.isNull(), clause)
+                numbered = target_side.withColumn("__n", F.row_number().over(order))
+                target_side = numbered.where(F.col("__n") == 1).drop("__n")
+            if self.deletes:
+                target_side = target_side.where(~clause.isin(self.deletes) | clause.isNull())
+        rows = self.values.project(target_side, with_target=True)
+        return rows.unionByName(self._inserted()) if self.inserts else rows
+
+    def _write(self, rows: DataFrame) -> Any:
+        """`rows` (`_Values.project`ed) written as data files and added; change data recorded."""
+        snapshot = self.snapshot
+        self._record_changes(rows)
+        written = write_data_files(
+            self.spark,
+            snapshot.tableRoot,
+            self.schema,
+            snapshot.partitionColumns,
+            self.configuration,
+            rows.select(
+                *[F.col(_quote(f.name)) for f in self.schema.fields], *[F.col(h) for h in self.hidden]
+            ),
+            mode=snapshot.columnMappingMode,
+            hidden_columns=self.hidden,
+            extra_aggregates=tuple(
+                (F.max if info.step > 0 else F.min)(F.col(_quote(name))).alias(f"__identity_{i}")
+                for i, (name, (info, _)) in enumerate(self.values.identity_missing.items())
+            ),
+        )
+        self.cached.append(written)
+        if written.files and self.values.identity_missing:
+            self._move_high_water_marks(written)
+        if written.files:
+            self.changed = True
+            self.txn.addFiles(written.adds, written.files, written.lines)  # type: ignore[arg-type]
+        self.metrics["numTargetFilesAdded"] = written.files
+        self.metrics["numTargetBytesAdded"] = written.bytes
+        self.metrics["numOutputRows"] = written.rows
+        return written
+
+    def _move_high_water_marks(self, written: Any) -> None:
+        """The identity columns' high-water marks past every value written (never moved back; a
+        concurrent writer that also generated values then conflicts on the metadata)."""
+        missing = self.values.identity_missing
+        ends = written.cached.agg(
+            *[
+                (F.max if info.step > 0 else F.min)(f"__identity_{i}")
+                for i, (info, _) in enumerate(missing.values())
+            ]
+        ).first()
+        marks = {name: int(ends[i]) for i, name in enumerate(missing) if ends[i] is not None}
+        if marks:
+            metadata = self.txn.metadata
+            schema = with_high_water_marks(metadata.schema(self.table_path), marks)
+            self.txn.updateMetadata(replace(metadata, schemaString=schema.json()))
+
+    def _record_changes(self, rows: DataFrame) -> None:
+        """With the change data feed on: updated rows before and after, deleted and inserted rows."""
+        if self.configuration.get("delta.enableChangeDataFeed", "").lower() != "true":
+            return
+        clause = F.col(CLAUSE)
+        columns = [F.col(_quote(f.name)) for f in self.schema.fields]
+        old = [self.values.old(f).alias(f.name) for f in self.schema.fields]
+        source = rows.unionByName(self._deleted_rows(), allowMissingColumns=True) if self.deletes else rows
+        changes = source.where(clause.isNotNull()).select(
+            *[
+                F.when(clause.isin(self.updates + self.inserts), new).otherwise(prior).alias(f.name)
+                for f, new, prior in zip(self.schema.fields, columns, old, strict=True)
+            ],
+            F.when(clause.isin(self.inserts), F.lit("insert"))
+            .when(clause.isin(self.deletes), F.lit("delete"))
+            .otherwise(F.lit("update_postimage"))
+            .alias("_change_type"),
+        )
+        if self.updates:
+            before = source.where(clause.isin(self.updates)).select(
+                *old, F.lit("update_preimage").alias("_change_type")
+            )
+            changes = changes.unionByName(before)
+        files, _ = write_change_files(self.spark, self.snapshot, self.txn, changes, self.cached, self.schema)
+        self.metrics["numTargetChangeFilesAdded"] = files
+
+    def _deleted_rows(self) -> DataFrame:
+        """The deleted target rows, once each, projected as `_Values.project` does."""
+        joined = self._joined(self.touched_files, keep_target_rows=self.by_source)
+        deleted = joined.where(F.col(CLAUSE).isin(self.deletes)).dropDuplicates([FILE_COLUMN, ROW_INDEX])
+        return self.values.project(deleted, with_target=True)
+
+    # ---- 5. the commit ----------------------------------------------------------------------
+    def _commit(self) -> MergeOutcome:
+        m = self.metrics
+        if not self.changed:
+            log.info("Merge into %s changed nothing: nothing committed", self.table_path)
+            return MergeOutcome(None, m)
+        parameters = {
+            "predicate": [_shown(self.condition)],
+            "matchedPredicates": [c.describe() for c in self.clauses if c.kind == MATCHED],
+            "notMatchedPredicates": [c.describe() for c in self.clauses if c.kind == NOT_MATCHED],
+            "notMatchedBySourcePredicates": [
+                c.describe() for c in self.clauses if c.kind == NOT_MATCHED_BY_SOURCE
+            ],
+        }
+        return MergeOutcome(self.txn.commit("MERGE", parameters, m), m)
+
+
+class _Values:
+    """The new value of every column of the table for each clause, over the joined rows."""
+
+    def __init__(self, plan: _Plan, probe: DataFrame) -> None:
+        self.plan = plan
+        self.old_schema = plan.snapshot.schema
+        self.schema = plan.schema
+        self.by_clause: dict[int, dict[str, Column]] = {}  # clause -> top-level column -> value
+        self.assigned: dict[int, set[str]] = {}
+        for i, clause in enumerate(plan.clauses):
+            if clause.action == DELETE:
+                continue
+            values = self._values(clause, probe)
+            self.by_clause[i] = values
+            self.assigned[i] = {name.lower() for name in values}
+        # identity column -> the insert clauses that leave it to be generated
+        self.identity_missing: dict[str, tuple[IdentityInfo, list[int]]] = {}
+        for identity in identity_columns(self.schema):
+            clauses = [i for i in plan.inserts if identity.name.lower() not in self.assigned[i]]
+            if clauses:
+                self.identity_missing[identity.name] = (identity, clauses)
+
+    def old(self, field: StructField) -> Column:
+        """The target row's value of `field` before the merge (NULL for a column the merge adds)."""
+        before = {f.name.lower(): f for f in self.old_schema.fields}.get(field.name.lower())
+        if before is None:
+            return F.lit(None).cast(field.dataType)
+        value = F.col(f"{TARGET_ROW}.{_quote(before.name)}")
+        if before.dataType == field.dataType:
+            return value
+        return conform_value(value, before.dataType, field.dataType, field.name, self.plan.table_path)
+
+    def _target_field(self, name: str) -> tuple[list[str], StructField]:
+        """A target column name as a clause names it (alias-qualified or not, dotted for fields)."""
+        parts = name_parts(name, self.plan.table_path)
+        top = {f.name.lower(): f for f in self.schema.fields}
+        alias = self.plan.alias
+        if len(parts) > 1 and parts[0].lower() == alias.lower() and parts[0].lower() not in top:
+            parts = parts[1:]
+        field = top.get(parts[0].lower())
+        if field is None:
+            raise InvalidArgumentError(
+                f"Cannot merge into {self.plan.table_path}: no column `{name}` "
+                f"(the table's columns: {', '.join(f.name for f in self.schema.fields)})"
+            )
+        return [field.name, *parts[1:]], field
+
+    def _values(self, clause: Clause, probe: DataFrame) -> dict[str, Column]:
+        """Top-level column -> its new value under `clause`, converted to the column's type."""
+        plan = self.plan
+        if clause.assignments is None:
+            return self._all_from_source(clause)
+        nested: dict[str, list[tuple[list[str], Any, str]]] = {}
+        seen: list[list[str]] = []
+        for name, expression in clause.assignments.items():
+            if not isinstance(name, str) or not name:
+                raise InvalidArgumentError(
+                    f"{clause.method}: assignment targets are column names, got {name!r}"
+                )
+            path, field = self._target_field(name)
+            lowered = [p.lower() for p in path]
+            for other in seen:
+                shorter = min(len(other), len(lowered))
+                if other[:shorter] == lowered[:shorter]:
+                    raise InvalidArgumentError(f"{clause.method}: `{name}` is assigned more than once")
+            seen.append(lowered)
+            always = {i.name.lower() for i in identity_columns(self.schema) if not i.allow_explicit_insert}
+            if path[0].lower() in always:
+                raise InvalidArgumentError(
+                    f"{clause.method}: `{path[0]}` of {plan.table_path} is an identity column "
+                    "GENERATED ALWAYS"
+                )
+            if clause.action == INSERT and len(path) > 1:
+                raise InvalidArgumentError(
+                    f"{clause.method}: insert values are for whole columns, not `{name}`"
+                )
+            nested.setdefault(field.name, []).append((path[1:], expression, name))
+        out: dict[str, Column] = {}
+        for top, assigned in nested.items():
+            field = next(f for f in self.schema.fields if f.name == top)
+            value = self.old(field) if clause.action == UPDATE else F.lit(None).cast(field.dataType)
+            for sub, expression, name in assigned:
+                column = _expression(expression)
+                target_type = _sub_type(field, sub, plan.table_path, name)
+                try:
+                    found = probe.select(column.alias("_v")).schema["_v"].dataType
+                except Exception as exc:
+                    raise InvalidArgumentError(
+                        f"{clause.method}: the value of `{name}` {_shown(expression)} cannot be used: "
+                        f"{_first_line(exc)}"
+                    ) from None
+                converted = store_assign(column, found, target_type, ".".join([top, *sub]), plan.table_path)
+                nested_name = ".".join(_quote(s) for s in sub)
+                value = value.withField(nested_name, converted) if sub else converted
+            out[top] = value
+        return out
+
+    def _all_from_source(self, clause: Clause) -> dict[str, Column]:
+        """`updateAll` / `insertAll`: each column from the source's column of the same name. A
+        column the source lacks is refused, unless the schema evolves: then an update keeps it and
+        an insert leaves it NULL (a generated column is computed either way)."""
+        plan = self.plan
+        out: dict[str, Column] = {}
+        for field in self.schema.fields:
+            if clause.action == UPDATE and field.name.lower() in _identity_names(self.schema):
+                continue  # an identity column keeps its value
+            found = plan.source_types.get(field.name.lower())
+            if found is None:
+                if field.metadata.get(GENERATION_KEY) or plan.evolve:
+                    continue
+                if field.name.lower() in _identity_names(self.schema) and clause.action == INSERT:
+                    continue  # generated
+                raise InvalidArgumentError(
+                    f"{clause.method}: the source has no column `{field.name}` of {plan.table_path} "
+                    "(assign the columns one by one, or use withSchemaEvolution())"
+                )
+            name, data_type = found
+            always = {i.name.lower() for i in identity_columns(self.schema) if not i.allow_explicit_insert}
+            if field.name.lower() in always:
+                raise InvalidArgumentError(
+                    f"{clause.method}: `{field.name}` of {plan.table_path} is an identity column GENERATED "
+                    "ALWAYS, and the source has a column of that name (drop it from the source)"
+                )
+            value = F.col(f"{SOURCE_ROW}.{_quote(name)}")
+            out[field.name] = store_assign(value, data_type, field.dataType, field.name, plan.table_path)
+        return out
+
+    def project(self, rows: DataFrame, with_target: bool) -> DataFrame:
+        """`rows` (joined and tagged) as the table's columns after the merge, the materialized row
+        tracking columns, `CLAUSE`, and the target row before (`TARGET_ROW`, for change data)."""
+        plan = self.plan
+        clause = F.col(CLAUSE)
+        columns = []
+        for field in self.schema.fields:
+            value: Any = None
+            for i, values in self.by_clause.items():
+                if plan.clauses[i].modifies_target != with_target:
+                    continue  # target rows take update clauses only, source rows insert clauses
+                if field.name in values:
+                    value = (F.when if value is None else value.when)(clause == F.lit(i), values[field.name])
+            old = self.old(field) if with_target else F.lit(None).cast(field.dataType)
+            columns.append((old if value is None else value.otherwise(old)).alias(field.name))
+        tracking = []
+        if plan.hidden:
+            row_id, commit_version = plan.hidden
+            tracking = [
+                F.col(ROW_ID).alias(row_id) if with_target else F.lit(None).cast("long").alias(row_id),
+                (F.when(clause.isNull(), F.col(ROW_VERSION)) if with_target else F.lit(None))
+                .cast("long")
+                .alias(commit_version),
+            ]
+        target_row = F.col(TARGET_ROW) if with_target else F.lit(None).cast(self._old_struct())
+        projected = rows.select(*columns, *tracking, clause, target_row.alias(TARGET_ROW))
+        generated = [f for f in self.schema.fields if f.metadata.get(GENERATION_KEY)]
+        if not generated:
+            return projected
+        out = []
+        for field in self.schema.fields:
+            column = F.col(_quote(field.name))
+            if field in generated:
+                recompute = [i for i in self.by_clause if field.name.lower() not in self.assigned[i]]
+                if recompute:
+                    fresh = F.expr(field.metadata[GENERATION_KEY]).cast(field.dataType)
+                    column = F.when(clause.isin(recompute), fresh).otherwise(column)
+            out.append(column.alias(field.name))
+        return projected.select(*out, *[F.col(h) for h in plan.hidden], clause, F.col(TARGET_ROW))
+
+    def _old_struct(self) -> StructType:
+        return StructType([StructField(f.name, f.dataType, True) for f in self.old_schema.fields])
+
+
+def _identity_names(schema: StructType) -> set[str]:
+    return {i.name.lower() for i in identity_columns(schema)}
+
+
+def _sub_type(field: StructField, sub: list[str], table_path: str, name: str) -> Any:
+    current: Any = field.dataType
+    for part in sub:
+        if not isinstance(current, StructType):
+            raise InvalidArgumentError(f"Cannot merge into {table_path}: `{name}` is not a struct field")
+        found = next((f for f in current.fields if f.name.lower() == part.lower()), None)
+        if found is None:
+            raise InvalidArgumentError(f"Cannot merge into {table_path}: no field `{name}`")
+        current = found.dataType
+    return current
+
+
+def _all(columns: list[Column]) -> Column:
+    out = columns[0]
+    for column in columns[1:]:
+        out = out & column
+    return out
+
+
+def _expression(expression: Any) -> Column:
+    return F.expr(expression) if isinstance(expression, str) else expression
+
+
+def _shown(expression: Any) -> str:
+    return expression if isinstance(expression, str) else str(expression)
+
+
+def _first_line(exc: BaseException) -> str:
+    for line in str(exc).strip().splitlines():
+        if line.strip():
+            return line.strip()
+    return type(exc).__name__
+
+
+def _key_text(key: Any) -> str:
+    values = key.asDict() if hasattr(key, "asDict") else {"key": key}
+    return "(" + ", ".join(f"{k} = {v!r}" for k, v in values.items()) + ")"

@@ -1,0 +1,513 @@
+"""MERGE: every clause kind, checked against an oracle written from SQL's MERGE semantics in plain
+Python (first clause whose condition holds, NULL keys never match, a target row changed by at most
+one source row), against delta-rs's own merge of the same inputs (copy-on-write), against delta-rs's
+reader (deletion vectors applied by its engine) and against the protocol's writer rules
+(`writer_rules.check_table`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltaspark import DeltaTable
+from deltaspark.errors import (
+    AppendOnlyTableError,
+    InvalidArgumentError,
+    InvariantViolationError,
+    MergeCardinalityError,
+)
+from deltaspark.table import write
+from tests.writer_rules import check_table
+
+deltalake = pytest.importorskip("deltalake")
+
+SCHEMA = "id long, amount double, name string, part int"
+COLUMNS = ("id", "amount", "name", "part")
+TARGET = [(i, i * 1.5, f"n{i}", i % 3) for i in range(24)] + [
+    (None, 0.5, "null-key", 1),
+    (5, 99.0, "dup5", 2),
+]
+SOURCE = [(i, i * 2.0, f"s{i}", i % 3) for i in (1, 2, 5, 7, 8, 11, 30, 31)] + [
+    (None, 1.0, "s-null", 0),
+    (31, 3.0, "s31b", 1),
+]
+
+Row = dict[str, Any]
+
+
+class CardinalityError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A clause given three ways: deltaspark's builder call, delta-rs's, and the oracle's."""
+
+    method: str  # deltaspark/delta-spark builder method
+    condition: str | None = None
+    assignments: dict[str, str] | None = None
+    holds: Callable[[Row | None, Row | None], bool] | None = None  # the condition, in Python
+    values: Callable[[Row | None, Row | None], Row] | None = None  # the new row, in Python
+
+    @property
+    def kind(self) -> str:
+        if self.method.startswith("whenNotMatchedBySource"):
+            return "bySource"
+        return "notMatched" if self.method.startswith("whenNotMatched") else "matched"
+
+
+def _not_null(*values: Any) -> bool:
+    return all(v is not None for v in values)
+
+
+def oracle(target: list[tuple], source: list[tuple], specs: list[Spec]) -> tuple[list[tuple], list[tuple]]:
+    """The table after the merge, and its change rows (row + change type), by SQL's semantics."""
+    rows = [dict(zip(COLUMNS, t, strict=True)) for t in target]
+    sources = [dict(zip(COLUMNS, s, strict=True)) for s in source]
+    matched = [s for s in specs if s.kind == "matched"]
+    exempt = len(matched) == 1 and matched[0].method == "whenMatchedDelete" and matched[0].condition is None
+
+    def first(kind: str, t: Row | None, s: Row | None) -> Spec | None:
+        return next((c for c in specs if c.kind == kind and (c.holds is None or c.holds(t, s))), None)
+
+    out, changes, used = [], [], set()
+    for t in rows:
+        hits = [j for j, s in enumerate(sources) if t["id"] is not None and s["id"] == t["id"]]
+        used.update(hits)
+        acts = [(c, sources[j]) for j in hits if (c := first("matched", t, sources[j])) is not None]
+        if len(acts) > 1 and not exempt:
+            raise CardinalityError(t)
+        spec, s = acts[0] if acts else (first("bySource", t, None) if not hits else None, None)
+        if spec is None:
+            out.append(t)
+        elif "Delete" in spec.method:
+            changes.append((*t.values(), "delete"))
+        else:
+            new = {**t, **spec.values(t, s)}
+            out.append(new)
+            changes += [(*t.values(), "update_preimage"), (*new.values(), "update_postimage")]
+    for j, s in enumerate(sources):
+        if j not in used and (spec := first("notMatched", None, s)) is not None:
+            new = {c: None for c in COLUMNS} | spec.values(None, s)
+            out.append(new)
+            changes.append((*new.values(), "insert"))
+    return sorted((tuple(r.values()) for r in out), key=repr), sorted(changes, key=repr)
+
+
+SCENARIOS = {
+    "update-delete-insert": (
+        SOURCE,
+        [
+            Spec("whenMatchedDelete", "s.amount > 20", holds=lambda t, s: s["amount"] > 20),
+            Spec(
+                "whenMatchedUpdate",
+                assignments={"amount": "s.amount", "t.name": "t.name || '+'"},
+                values=lambda t, s: {"amount": s["amount"], "name": t["name"] + "+"},
+            ),
+            Spec(
+                "whenNotMatchedInsertAll",
+                "s.part != 2",
+                holds=lambda t, s: s["part"] != 2,
+                values=lambda t, s: dict(s),
+            ),
+        ],
+    ),
+    "by-source": (
+        SOURCE,
+        [
+            Spec(
+                "whenMatchedUpdateAll",
+                "t.part = s.part",
+                holds=lambda t, s: t["part"] == s["part"],
+                values=lambda t, s: dict(s),
+            ),
+            Spec(
+                "whenNotMatchedInsert",
+                assignments={"id": "s.id", "amount": "0.0", "name": "'new'", "part": "s.part"},
+                values=lambda t, s: {"id": s["id"], "amount": 0.0, "name": "new", "part": s["part"]},
+            ),
+            Spec("whenNotMatchedBySourceDelete", "t.part = 0", holds=lambda t, s: t["part"] == 0),
+            Spec(
+                "whenNotMatchedBySourceUpdate",
+                assignments={"name": "'gone'"},
+                values=lambda t, s: {"name": "gone"},
+            ),
+        ],
+    ),
+    # duplicate source keys are fine when the only matched clause is an unconditional delete
+    "delete-duplicates": (SOURCE + [(7, 0.0, "s7b", 1), (7, 0.5, "s7c", 1)], [Spec("whenMatchedDelete")]),
+    "insert-only": (SOURCE, [Spec("whenNotMatchedInsertAll", values=lambda t, s: dict(s))]),
+}
+
+MODES = {
+    "copy-on-write": {"delta.enableChangeDataFeed": "true"},
+    "deletion-vectors": {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"},
+    "column-mapping": {"delta.columnMapping.mode": "name", "delta.enableRowTracking": "true"},
+}
+
+
+def _rows(table: DeltaTable, version: int | None = None) -> list[tuple]:
+    frame = table.snapshot(version=version).toDF().select(*COLUMNS)
+    return sorted((tuple(r) for r in frame.collect()), key=repr)
+
+
+def _delta_rs_rows(path: Path) -> list[tuple]:
+    import pyarrow as pa
+    from deltalake import QueryBuilder
+
+    table = deltalake.DeltaTable(str(path))
+    result = pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
+    return sorted((tuple(r[c] for c in COLUMNS) for r in result.to_pylist()), key=repr)
+
+
+def _run(table: DeltaTable, source, specs: list[Spec], alias: str = "t") -> Any:
+    builder = table.alias(alias).merge(source.alias("s"), "t.id = s.id")
+    for spec in specs:
+        kwargs: dict[str, Any] = {}
+        if spec.condition is not None:
+            kwargs["condition"] = spec.condition
+        if spec.assignments is not None:
+            kwargs["values" if "Insert" in spec.method else "set"] = spec.assignments
+        builder = getattr(builder, spec.method)(**kwargs)
+    return builder.execute().first()
+
+
+def _delta_rs_merge(path: Path, source: list[tuple], specs: list[Spec]) -> None:
+    import pyarrow as pa
+
+    data = pa.table({c: [row[i] for row in source] for i, c in enumerate(COLUMNS)})
+    merger = deltalake.DeltaTable(str(path)).merge(data, "t.id = s.id", source_alias="s", target_alias="t")
+    names = {
+        "whenMatchedUpdate": "when_matched_update",
+        "whenMatchedUpdateAll": "when_matched_update_all",
+        "whenMatchedDelete": "when_matched_delete",
+        "whenNotMatchedInsert": "when_not_matched_insert",
+        "whenNotMatchedInsertAll": "when_not_matched_insert_all",
+        "whenNotMatchedBySourceUpdate": "when_not_matched_by_source_update",
+        "whenNotMatchedBySourceDelete": "when_not_matched_by_source_delete",
+    }
+    for spec in specs:
+        kwargs: dict[str, Any] = {}
+        if spec.condition is not None:
+            kwargs["predicate"] = spec.condition
+        if spec.assignments is not None:
+            kwargs["updates"] = {k.removeprefix("t."): v for k, v in spec.assignments.items()}
+        merger = getattr(merger, names[spec.method])(**kwargs)
+    merger.execute()
+
+
+def _new_table(spark, path: Path, properties: dict[str, str], partitioned: bool) -> DeltaTable:
+    frame = spark.createDataFrame(TARGET, SCHEMA).repartition(3, "part")
+    write(frame, str(path), partitionBy=["part"] if partitioned else None, properties=properties)
+    return DeltaTable.forPath(spark, str(path))
+
+
+@pytest.mark.one_suite("4.x")  # the 3.5 suite merges both ways in test_each_clause_kind_on_both_paths
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_merge_matches_the_oracle_delta_rs_and_the_writer_rules(spark, tmp_path, scenario, mode):
+    source_rows, specs = SCENARIOS[scenario]
+    partitioned = (list(SCENARIOS).index(scenario) + list(MODES).index(mode)) % 2 == 0
+    path = tmp_path / "t"
+    table = _new_table(spark, path, MODES[mode], partitioned)
+    before = _rows(table)
+    expected, expected_changes = oracle(before, source_rows, specs)
+    if mode == "copy-on-write":  # delta-rs merges a copy of the same version
+        theirs = tmp_path / "delta-rs"
+        shutil.copytree(path, theirs)
+        _delta_rs_merge(theirs, source_rows, specs)
+        assert _delta_rs_rows(theirs) == expected
+    metrics = _run(table, spark.createDataFrame(source_rows, SCHEMA), specs)
+    assert _rows(table) == expected
+    assert _delta_rs_rows(path) == expected
+    check_table(path)
+    updated = sum(1 for c in expected_changes if c[-1] == "update_postimage")
+    deleted = sum(1 for c in expected_changes if c[-1] == "delete")
+    inserted = sum(1 for c in expected_changes if c[-1] == "insert")
+    assert tuple(metrics) == (updated + deleted + inserted, updated, deleted, inserted)
+    commit = [json.loads(x) for x in (path / "_delta_log" / f"{1:020d}.json").read_text().splitlines()]
+    info = next(a["commitInfo"] for a in commit if "commitInfo" in a)
+    assert info["operation"] == "MERGE"
+    assert info["operationMetrics"]["numTargetRowsInserted"] == str(inserted)
+    assert info["operationMetrics"]["numSourceRows"] == str(len(source_rows))
+    if mode == "deletion-vectors":
+        assert info["operationMetrics"]["numTargetRowsCopied"] == "0"  # merge-on-read copies nothing
+        assert not any("remove" in a for a in commit) or deleted + updated > 0
+    if scenario == "insert-only":
+        assert not any("remove" in a for a in commit)
+    if "delta.enableChangeDataFeed" in MODES[mode]:
+        changes = table.changes(startingVersion=1).select(*COLUMNS, "_change_type").collect()
+        assert sorted((tuple(r) for r in changes), key=repr) == expected_changes
+
+
+def test_each_clause_kind_on_both_paths(spark, tmp_path):
+    """The first two scenarios, copy-on-write and with deletion vectors (both Spark lines)."""
+    for dvs in (False, True):
+        for name in ("update-delete-insert", "by-source"):
+            source_rows, specs = SCENARIOS[name]
+            path = tmp_path / f"{name}-{dvs}"
+            table = _new_table(spark, path, {"delta.enableDeletionVectors": "true"} if dvs else {}, dvs)
+            expected, _ = oracle(_rows(table), source_rows, specs)
+            _run(table, spark.createDataFrame(source_rows, SCHEMA), specs)
+            assert _rows(table) == expected, (name, dvs)
+            check_table(path)
+
+
+def test_a_target_row_matched_twice_by_an_update_is_a_named_error(spark, tmp_path):
+    path = tmp_path / "t"
+    table = _new_table(spark, path, {}, partitioned=False)
+    source_rows = SOURCE + [(8, 1.0, "s8b", 2)]
+    specs = [
+        Spec("whenMatchedUpdate", assignments={"name": "s.name"}, values=lambda t, s: {"name": s["name"]})
+    ]
+    with pytest.raises(CardinalityError):
+        oracle(_rows(table), source_rows, specs)
+    with pytest.raises(MergeCardinalityError, match=r"2 source rows matched the target row \(id = 8\)"):
+        _run(table, spark.createDataFrame(source_rows, SCHEMA), specs)
+    assert table.snapshot().version == 0  # nothing committed
+    # Only rows a clause changes count: the second match of 8 is left alone by its condition.
+    guarded = [
+        Spec(
+            "whenMatchedUpdate",
+            "s.name != 's8b'",
+            {"name": "s.name"},
+            holds=lambda t, s: s["name"] != "s8b",
+            values=lambda t, s: {"name": s["name"]},
+        )
+    ]
+    expected, _ = oracle(_rows(table), source_rows, guarded)
+    _run(table, spark.createDataFrame(source_rows, SCHEMA), guarded)
+    assert _rows(table) == expected  # row 8 once, updated by s8 (copy-on-write keeps one copy)
+
+
+def test_only_files_the_source_keys_can_match_are_read(spark, tmp_path, caplog):
+    path = tmp_path / "t"
+    # ten files with disjoint id ranges (statistics prune all but one)
+    frame = spark.range(0, 1000).selectExpr("id", "cast(id AS double) AS amount", "'x' AS name", "0 AS part")
+    write(frame.repartitionByRange(10, "id"), str(path))
+    table = DeltaTable.forPath(spark, str(path))
+    assert table.snapshot().files().count() == 10
+    source = spark.createDataFrame([(250, 1.0, "y", 0), (260, 2.0, "y", 0)], SCHEMA)
+    with caplog.at_level(logging.INFO, logger="deltaspark.read.scan"):
+        (table.alias("t").merge(source.alias("s"), "t.id = s.id").whenMatchedUpdateAll().execute())
+    reads = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Reading ")]
+    assert reads and all(m.startswith("Reading 1 data files") for m in reads), reads
+    assert table.toDF().where("name = 'y'").count() == 2
+    # Insert-only, keys outside every file's range: no target file is read, one file added.
+    caplog.clear()
+    new = spark.createDataFrame([(5000, 1.0, "z", 0)], SCHEMA)
+    with caplog.at_level(logging.INFO, logger="deltaspark.read.scan"):
+        table.alias("t").merge(
+            new.alias("s"), "t.id = s.id AND t.part = 0"
+        ).whenNotMatchedInsertAll().execute()
+    assert not [r for r in caplog.records if r.getMessage().startswith("Reading ")]
+    commit = (path / "_delta_log" / f"{2:020d}.json").read_text()
+    assert '"remove"' not in commit and commit.count('"add"') == 1
+    assert table.toDF().count() == 1001
+
+
+def test_row_tracking_schema_evolution_and_generated_columns(spark, tmp_path):
+    path = tmp_path / "t"
+    spark.sql("SELECT 1").collect()
+    frame = spark.createDataFrame(
+        [(i, f"n{i}", (i, f"c{i}")) for i in range(6)], "id long, name string, info struct<a:long,b:string>"
+    ).coalesce(1)
+    write(frame, str(path), properties={"delta.enableRowTracking": "true"})
+    table = DeltaTable.forPath(spark, str(path))
+
+    def tracked():
+        rows = table.toDF(rowTracking=True).select(
+            "id", "name", "_metadata.row_id", "_metadata.row_commit_version"
+        )
+        return {r[0]: (r[1], r[2], r[3]) for r in rows.collect()}
+
+    before = tracked()
+    source = spark.createDataFrame(
+        [(1, "one", (10, "x", 1.5), "new1"), (9, "nine", (90, "y", 2.5), "new9")],
+        "id long, name string, info struct<a:long,b:string,c:double>, extra string",
+    )
+    with pytest.raises(InvalidArgumentError, match="mergeSchema|withSchemaEvolution|does not have"):
+        table.alias("t").merge(source.alias("s"), "t.id = s.id").whenMatchedUpdateAll().execute()
+    result = (
+        table.alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .withSchemaEvolution()
+        .execute()
+        .first()
+    )
+    assert tuple(result) == (2, 1, 0, 1)
+    version = table.snapshot().version
+    after = tracked()
+    assert after[1][0] == "one" and after[1][1] == before[1][1] and after[1][2] == version  # same id
+    for key in (0, 2, 3, 4, 5):
+        assert after[key] == before[key]
+    assert after[9][2] == version and after[9][1] not in {v[1] for v in before.values()}  # a fresh id
+    rows = {r["id"]: r for r in table.toDF().collect()}
+    assert table.snapshot().schema.simpleString() == (
+        "struct<id:bigint,name:string,info:struct<a:bigint,b:string,c:double>,extra:string>"
+    )
+    assert rows[1]["info"]["c"] == 1.5 and rows[1]["extra"] == "new1"
+    assert rows[0]["info"]["c"] is None and rows[0]["extra"] is None
+    check_table(path)
+    assert _sorted_ids(deltalake.DeltaTable(str(path))) == sorted(rows)
+
+    # Generated columns are recomputed; CHECK constraints refuse a bad row and nothing commits.
+    gen = tmp_path / "g"
+    (
+        DeltaTable.create(spark)
+        .location(str(gen))
+        .addColumn("id", "long")
+        .addColumn("v", "long")
+        .addColumn("doubled", "long", generatedAlwaysAs="v * 2")
+        .property("delta.constraints.positive", "v >= 0")
+        .execute()
+    )
+    write(spark.createDataFrame([(1, 1), (2, 2)], "id long, v long"), str(gen))
+    gtable = DeltaTable.forPath(spark, str(gen))
+    src = spark.createDataFrame([(2, 20), (3, 30)], "id long, v long")
+    gtable.alias("t").merge(src.alias("s"), "t.id = s.id").whenMatchedUpdate(
+        set={"v": "s.v"}
+    ).whenNotMatchedInsert(values={"id": "s.id", "v": "s.v"}).execute()
+    assert sorted(tuple(r) for r in gtable.toDF().collect()) == [(1, 1, 2), (2, 20, 40), (3, 30, 60)]
+    bad = spark.createDataFrame([(1, -5)], "id long, v long")
+    with pytest.raises(InvariantViolationError, match="positive"):
+        gtable.alias("t").merge(bad.alias("s"), "t.id = s.id").whenMatchedUpdate(set={"v": "s.v"}).execute()
+    assert gtable.snapshot().version == 2
+
+
+def _sorted_ids(table) -> list[int]:
+    import pyarrow as pa
+
+    return sorted(r["id"] for r in pa.table(table.to_pyarrow_dataset().to_table()).to_pylist())
+
+
+def test_refusals_name_what_is_wrong(spark, tmp_path):
+    path = tmp_path / "t"
+    table = _new_table(spark, path, {"delta.appendOnly": "true"}, partitioned=False)
+    source = spark.createDataFrame(SOURCE, SCHEMA)
+    merge = table.alias("t").merge(source.alias("s"), "t.id = s.id")
+    with pytest.raises(InvalidArgumentError, match="at least one clause"):
+        merge.execute()
+    with pytest.raises(InvalidArgumentError, match="must be the last of its kind"):
+        merge.whenMatchedDelete().whenMatchedUpdate(set={"name": "s.name"}).execute()
+    with pytest.raises(InvalidArgumentError, match="needs `set`"):
+        merge.whenMatchedUpdate()
+    with pytest.raises(InvalidArgumentError, match="no column `nope`"):
+        merge.whenNotMatchedInsert(values={"nope": "s.id"}).execute()
+    with pytest.raises(InvalidArgumentError, match="merge condition"):
+        table.alias("t").merge(source.alias("s"), "t.id = s.missing").whenNotMatchedInsertAll().execute()
+    with pytest.raises(InvalidArgumentError, match="whenNotMatchedInsertAll's condition"):
+        merge.whenNotMatchedInsertAll("s.amount").execute()
+    with pytest.raises(InvalidArgumentError, match="out of the range of int"):
+        table.alias("t").merge(source.alias("s"), "t.id = s.id").whenNotMatchedInsert(
+            values={"id": "s.id", "part": "s.id * 10000000000"}
+        ).execute()
+    with pytest.raises(AppendOnlyTableError):
+        merge.whenMatchedDelete().execute()
+    assert table.snapshot().version == 0
+    # an insert-only merge appends, which an append-only table allows
+    merge.whenNotMatchedInsertAll().execute()
+    assert table.toDF().count() == len(TARGET) + 4  # 30, 31 (twice) and the NULL key
+
+
+def test_isolation_against_commits_made_after_the_merge_read_the_table(spark, tmp_path):
+    """A merge that read version v commits after others landed: the conflict rules decide, with
+    the files it read and its predicate (the source's key range and the condition's target-only
+    part). Deterministic stand-in for racing writers: the merge runs on the stale snapshot."""
+    from deltaspark.errors import ConcurrentAppendError, ConcurrentModificationError
+    from deltaspark.operations.merge.clauses import INSERT, MATCHED, NOT_MATCHED, UPDATE, new_clause
+    from deltaspark.operations.merge.execute import merge as merge_rows
+    from deltaspark.storage import storage_for
+
+    path = tmp_path / "t"
+    rows = [(i, f"n{i}", "x") for i in range(4)] + [(10 + i, f"n{10 + i}", "y") for i in range(4)]
+    write(spark.createDataFrame(rows, "id long, name string, p string"), str(path), partitionBy=["p"])
+    table = DeltaTable.forPath(spark, str(path))
+    storage = storage_for(spark)
+
+    def stale_merge(snapshot, partition: str, source_rows: list[tuple]):
+        source = spark.createDataFrame(source_rows, "id long, name string, p string").alias("s")
+        clauses = [
+            new_clause(MATCHED, UPDATE, None, {"name": "s.name"}),
+            new_clause(NOT_MATCHED, INSERT, None, None, all_columns=True),
+        ]
+        condition = f"t.id = s.id AND t.p = '{partition}'"
+        return merge_rows(spark, storage, str(path), snapshot, "t", source, condition, clauses).commit
+
+    def names() -> dict[int, str]:
+        return {r["id"]: r["name"] for r in table.toDF().collect()}
+
+    # A blind append to the merge's partition inside its key range: under WriteSerializable (the
+    # default) it is ordered after the merge, as in delta-spark, so both commit (the merge inserted
+    # 16, the append added it again).
+    read = table.snapshot()
+    write(spark.createDataFrame([(16, "racer", "y")], "id long, name string, p string"), str(path))
+    assert stale_merge(read, "y", [(16, "merged", "y")]).version == 2
+    assert sorted(r["name"] for r in table.toDF().where("id = 16").collect()) == ["merged", "racer"]
+    # Under Serializable the merge must have seen every append it could match: an append to
+    # another partition inside the key range commits beside it; one to its partition conflicts.
+    table.setProperties({"delta.isolationLevel": "Serializable"})
+    read = table.snapshot()
+    write(spark.createDataFrame([(15, "appended", "x")], "id long, name string, p string"), str(path))
+    assert stale_merge(read, "y", [(11, "merged", "y"), (20, "new", "y")]).version == 5
+    assert names()[11] == "merged" and names()[20] == "new" and names()[15] == "appended"
+    read = table.snapshot()
+    write(spark.createDataFrame([(17, "racer", "y")], "id long, name string, p string"), str(path))
+    with pytest.raises(ConcurrentAppendError):
+        stale_merge(read, "y", [(17, "merged", "y")])
+    assert table.snapshot().version == 6
+    # A delete of the rows the merge updates: a conflict, and the delete stands.
+    read = table.snapshot()
+    table.delete("id = 10")
+    with pytest.raises(ConcurrentModificationError):
+        stale_merge(read, "y", [(10, "merged", "y")])
+    assert table.snapshot().version == 7 and 10 not in names()
+    # Two merges on disjoint partitions both commit.
+    read = table.snapshot()
+    assert stale_merge(table.snapshot(), "x", [(1, "first", "x")]).version == 8
+    assert stale_merge(read, "y", [(11, "second", "y")]).version == 9
+    assert names()[1] == "first" and names()[11] == "second"
+    check_table(path)
+
+
+def test_inserted_rows_get_identity_values_and_the_high_water_mark_moves(spark, tmp_path):
+    from deltaspark import IdentityGenerator
+
+    path = tmp_path / "t"
+    (
+        DeltaTable.create(spark)
+        .location(str(path))
+        .addColumn("id", "BIGINT", generatedAlwaysAs=IdentityGenerator(start=1, step=1))
+        .addColumn("key", "STRING")
+        .addColumn("v", "INT")
+        .property("delta.enableChangeDataFeed", "true")
+        .execute()
+    )
+    write(spark.createDataFrame([("a", 1), ("b", 2)], "key string, v int"), str(path))
+    table = DeltaTable.forPath(spark, str(path))
+    source = spark.createDataFrame([("b", 20), ("c", 30), ("d", 40)], "key string, v int")
+    merge = table.alias("t").merge(source.alias("s"), "t.key = s.key")
+    with pytest.raises(InvalidArgumentError, match="GENERATED ALWAYS"):
+        merge.whenNotMatchedInsert(values={"id": "1", "key": "s.key"}).execute()
+    merge.whenMatchedUpdate(set={"v": "s.v"}).whenNotMatchedInsertAll().execute()
+    rows = {r["key"]: (r["id"], r["v"]) for r in table.toDF().collect()}
+    assert rows["b"] == (rows["b"][0], 20) and rows["a"][1] == 1
+    ids = [r[0] for r in rows.values()]
+    assert len(set(ids)) == 4 and min(rows["c"][0], rows["d"][0]) > max(rows["a"][0], rows["b"][0])
+    field = table.snapshot().schema["id"]
+    assert field.metadata["delta.identity.highWaterMark"] == max(ids)
+    # the change data holds the values the data files hold
+    inserted = table.changes(startingVersion=2).where("_change_type = 'insert'").collect()
+    assert sorted((r["key"], r["id"]) for r in inserted) == [("c", rows["c"][0]), ("d", rows["d"][0])]
+    # a later plain append continues above the mark
+    write(spark.createDataFrame([("e", 5)], "key string, v int"), str(path))
+    assert table.toDF().where("key = 'e'").first()["id"] > max(ids)
