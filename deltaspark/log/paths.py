@@ -41,11 +41,16 @@ def canonical_path(path: Column, table_root: str) -> Column:
     absolute = unify_file_uri(decoded)
     rooted_at_slash = F.concat(F.lit(_scheme_and_authority(root)), decoded)
     relative = F.concat(F.lit(root + "/"), decoded)
-    return (
+    general = (
         F.when(decoded.contains(":") & decoded.rlike(_SCHEME_RE), absolute)  # the regex only if it may match
         .when(decoded.startswith("/"), rooted_at_slash)
         .otherwise(relative)
     )
+    if root.endswith("/") or _absolute_root(table_root) is None:
+        return general
+    # A path under the (canonical) root without an escape is canonical already - as every path a
+    # scan reports for a table's own files is: no regular expression per row for those.
+    return F.when(path.startswith(root + "/") & ~path.contains("%"), path).otherwise(general)
 
 
 def _java_quoted(text: str) -> str:

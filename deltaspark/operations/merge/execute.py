@@ -526,7 +526,11 @@ class _Plan:
         m["numTargetDeletionVectorsAdded"] = marking.changed_files - marking.emptied_files
         m["numTargetDeletionVectorsUpdated"] = marking.had_dv - marking.emptied_with_dv
         m["numTargetDeletionVectorsRemoved"] = marking.had_dv
-        written_rows = self._write(self._rows(files, dv=True)).rows
+        if self.updates or self.inserts:
+            written_rows = self._write(self._rows(files, dv=True)).rows
+        else:  # a delete-only merge writes no data file
+            written_rows = 0
+            self._record_changes(None)
         m["numTargetRowsInserted"] = written_rows - m["numTargetRowsUpdated"]
         log.info(
             "Merge into %s: %d row(s) marked in the deletion vectors of %d file(s), %d row(s) written",
@@ -665,14 +669,17 @@ class _Plan:
             schema = with_high_water_marks(metadata.schema(self.table_path), marks)
             self.txn.updateMetadata(replace(metadata, schemaString=schema.json()))
 
-    def _record_changes(self, rows: DataFrame) -> None:
-        """With the change data feed on: updated rows before and after, deleted and inserted rows."""
+    def _record_changes(self, rows: DataFrame | None) -> None:
+        """With the change data feed on: updated rows before and after, deleted and inserted rows
+        (`rows`: the rows written, None when only deleted rows changed)."""
         if self.configuration.get("delta.enableChangeDataFeed", "").lower() != "true":
             return
         clause = F.col(CLAUSE)
         columns = [F.col(_quote(f.name)) for f in self.schema.fields]
         old = [self.values.old(f).alias(f.name) for f in self.schema.fields]
-        source = rows.unionByName(self._deleted_rows(), allowMissingColumns=True) if self.deletes else rows
+        source = self._deleted_rows() if rows is None else rows
+        if rows is not None and self.deletes:
+            source = rows.unionByName(self._deleted_rows(), allowMissingColumns=True)
         changes = source.where(clause.isNotNull()).select(
             *[
                 F.when(clause.isin(self.updates + self.inserts), new).otherwise(prior).alias(f.name)
