@@ -426,7 +426,7 @@ def _write_new_rows(job: _Update, only_matched: bool) -> Any:
 def _copy_on_write(job: _Update, file_count: int, file_bytes: int, dv_count: int) -> None:
     """The touched files (`file_count` of them, `file_bytes` in all, `dv_count` with a DV)
     rewritten with the update applied; the originals removed."""
-    job.txn.removeFiles(removes_of(job.files, job.now))
+    job.txn.removeFiles(removes_of(job.files, job.now), file_count)
     job.metrics["numRemovedFiles"] = file_count
     job.metrics["numRemovedBytes"] = file_bytes
     job.metrics["numDeletionVectorsRemoved"] = dv_count

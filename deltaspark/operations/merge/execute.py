@@ -414,21 +414,22 @@ class _Plan:
         use_dvs = writes_deletion_vectors(self.snapshot)
         joined = self._joined(self.candidates, keep_target_rows=self.by_source)
         here = F.col(SOURCE_HERE).isNotNull()
+        # The target row's key names it in a cardinality error. Through the alias, not the row's
+        # struct: only the columns the condition and the clauses read are scanned.
         key = (
-            F.struct(*[F.col(f"{TARGET_ROW}.{_quote(p.target)}") for p in self.pairs])
+            F.struct(*[F.col(f"{_quote(self.alias)}.{_quote(p.target)}").alias(p.target) for p in self.pairs])
             if self.pairs
             else F.struct(F.col(FILE_COLUMN).alias("file"), F.col(ROW_INDEX).alias("row"))
         )
         keys = [p.source.alias(f"__k{i}") for i, p in enumerate(self.pairs)] if self.keyed else []
-        # One pass over the candidates (only the columns the condition and clauses read): the
-        # matched pairs and the target rows a not-matched-by-source clause changes.
-        narrow = (
-            joined.where(here | F.col(CLAUSE).isNotNull())
-            .select(FILE_COLUMN, ROW_INDEX, CLAUSE, here.alias("__matched"), key.alias("key"), *keys)
-            .persist(StorageLevel.MEMORY_AND_DISK)
+        # One pass over the candidates: the matched pairs and the target rows a
+        # not-matched-by-source clause changes (kept when the inserts need the matched keys too).
+        narrow = joined.where(here | F.col(CLAUSE).isNotNull()).select(
+            FILE_COLUMN, ROW_INDEX, CLAUSE, here.alias("__matched"), key.alias("key"), *keys
         )
-        self.cached.append(narrow)
         if self.keyed and self.inserts:
+            narrow = narrow.persist(StorageLevel.MEMORY_AND_DISK)
+            self.cached.append(narrow)
             self.matched_keys = narrow.where("__matched").select(*[f"__k{i}" for i in range(len(keys))])
         per_row = (
             narrow.groupBy(FILE_COLUMN, ROW_INDEX)
@@ -436,7 +437,6 @@ class _Plan:
                 F.count(F.lit(1)).alias("pairs"),
                 F.count(CLAUSE).alias("changes"),
                 F.max(CLAUSE).alias("clause"),
-                F.first("key").alias("key"),
             )
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
@@ -455,8 +455,10 @@ class _Plan:
             *[F.count(F.when(changed & F.col("clause").isin(k), 1)) if k else F.lit(0) for k in kinds],
         ).first()
         if totals[1] and not self.duplicates_allowed:
-            worst = per_row.where(F.col("changes") > 1).select("key", "changes").first()
-            raise MergeCardinalityError(self.table_path, _key_text(worst["key"]), int(worst["changes"]))
+            worst = per_row.where(F.col("changes") > 1).select(FILE_COLUMN, ROW_INDEX, "changes").first()
+            at = (F.col(FILE_COLUMN) == worst[0]) & (F.col(ROW_INDEX) == worst[1])
+            key = narrow.where(at).select("key").first()[0]  # a second pass, on this error only
+            raise MergeCardinalityError(self.table_path, _key_text(key), int(worst["changes"]))
         m = self.metrics
         m["numTargetRowsMatchedUpdated"], m["numTargetRowsNotMatchedBySourceUpdated"] = (
             int(totals[3]),
