@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import time
@@ -39,19 +38,9 @@ CASES = ("upsert", "delete", "insert", "unique-keys", "duplicate-key")
 
 
 def _session(driver_memory: str) -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from benchmarks.worker_deltaspark import start_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "8")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return start_session(driver_memory, ["spark.sql.shuffle.partitions=8"], None)
 
 
 def generate(workdir: Path, rows: int, driver_memory: str) -> None:

@@ -42,6 +42,16 @@ def _start(table: Path, worker: int, ops: str) -> subprocess.Popen:
     )
 
 
+def _outcomes(workers: list[subprocess.Popen]) -> list[dict]:
+    """Each worker's per-operation JSON lines, once all have finished (each must exit 0)."""
+    results = []
+    for proc in workers:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+        results += [json.loads(line) for line in out.splitlines() if '"op"' in line]
+    return results
+
+
 def _commits(table: Path) -> dict[int, list[dict]]:
     out = {}
     for path in sorted((table / "_delta_log").glob("*.json")):
@@ -62,12 +72,7 @@ def test_processes_committing_at_once(spark, tmp_path):
     )
     # Each kind of commit races: appends, a partition overwrite, two deletes of the same files, a property.
     plans = ["append:x,delete:y", "overwrite:x,delete:y", "prop,append:x"]
-    workers = [_start(table, i + 1, plan) for i, plan in enumerate(plans)]
-    results = []
-    for proc in workers:
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err[-3000:]
-        results += [json.loads(line) for line in out.splitlines() if '"op"' in line]
+    results = _outcomes([_start(table, i + 1, plan) for i, plan in enumerate(plans)])
     assert len(results) == 6
     failed = [r for r in results if r["error"]]
     assert {r["error"] for r in failed} <= CONFLICTS, failed
@@ -128,12 +133,7 @@ def test_merges_of_disjoint_partitions_and_appends_racing(spark, tmp_path):
         partitionBy=["p"],
         properties={"delta.enableDeletionVectors": "true"},
     )
-    workers = [_start(table, 1, "merge:x,append:x"), _start(table, 2, "merge:y,append:y")]
-    results = []
-    for proc in workers:
-        out, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err[-3000:]
-        results += [json.loads(line) for line in out.splitlines() if '"op"' in line]
+    results = _outcomes([_start(table, 1, "merge:x,append:x"), _start(table, 2, "merge:y,append:y")])
     assert [r for r in results if r["error"]] == []
     commits = _commits(table)
     assert sorted(commits) == list(range(5))

@@ -381,32 +381,11 @@ class _Plan:
     def _check_condition(self) -> None:
         """The condition and each clause's resolved now, before any job: errors name them."""
         probe = self._target(None).join(self.source, F.lit(True), "inner")
-        try:
-            data_type = probe.select(self._join_condition().alias("_c")).schema["_c"].dataType
-        except Exception as exc:
-            raise InvalidArgumentError(
-                f"The merge condition {_shown(self.condition)} cannot be used on {self.table_path}: "
-                f"{_first_line(exc)}"
-            ) from None
-        if not isinstance(data_type, BooleanType):
-            raise InvalidArgumentError(
-                f"The merge condition {_shown(self.condition)} is {data_type.simpleString()}, not boolean"
-            )
+        _check_boolean(probe, self._join_condition(), f"The merge condition {_shown(self.condition)}")
         for clause in self.clauses:
-            if clause.condition is None:
-                continue
-            try:
-                found = probe.select(_expression(clause.condition).alias("_c")).schema["_c"].dataType
-            except Exception as exc:
-                raise InvalidArgumentError(
-                    f"{clause.method}'s condition {_shown(clause.condition)} cannot be used: "
-                    f"{_first_line(exc)}"
-                ) from None
-            if not isinstance(found, BooleanType):
-                raise InvalidArgumentError(
-                    f"{clause.method}'s condition {_shown(clause.condition)} is "
-                    f"{found.simpleString()}, not boolean"
-                )
+            if clause.condition is not None:
+                what = f"{clause.method}'s condition {_shown(clause.condition)}"
+                _check_boolean(probe, _expression(clause.condition), what)
         self.values = _Values(self, probe)
 
     # ---- 3. which target rows change, checked for ambiguity -----------------------------------
@@ -908,6 +887,16 @@ def _sub_type(field: StructField, sub: list[str], table_path: str, name: str) ->
             raise InvalidArgumentError(f"Cannot merge into {table_path}: no field `{name}`")
         current = found.dataType
     return current
+
+
+def _check_boolean(probe: DataFrame, condition: Column, what: str) -> None:
+    """Refuse a condition that does not resolve over the joined rows, or is not boolean."""
+    try:
+        found = probe.select(condition.alias("_c")).schema["_c"].dataType
+    except Exception as exc:
+        raise InvalidArgumentError(f"{what} cannot be used: {_first_line(exc)}") from None
+    if not isinstance(found, BooleanType):
+        raise InvalidArgumentError(f"{what} is {found.simpleString()}, not boolean")
 
 
 def _all(columns: list[Column]) -> Column:
