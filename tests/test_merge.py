@@ -517,3 +517,29 @@ def test_inserted_rows_get_identity_values_and_the_high_water_mark_moves(spark, 
     # a later plain append continues above the mark
     write(spark.createDataFrame([("e", 5)], "key string, v int"), str(path))
     assert table.toDF().where("key = 'e'").first()["id"] > max(ids)
+
+
+def test_schema_evolution_widens_a_column_when_the_table_allows_it(spark, tmp_path):
+    path = tmp_path / "t"
+    properties = {"delta.enableTypeWidening": "true"}
+    write(spark.createDataFrame([(1, 10)], "id long, n int"), str(path), properties=properties)
+    write(spark.createDataFrame([(2, 20)], "id long, n int"), str(path))  # a file the merge leaves
+    table = DeltaTable.forPath(spark, str(path))
+    source = spark.createDataFrame([(2, 2**40), (3, 7)], "id long, n long")
+
+    def merge():
+        builder = table.alias("t").merge(source.alias("s"), "t.id = s.id")
+        return builder.whenMatchedUpdateAll().whenNotMatchedInsertAll()
+
+    with pytest.raises(InvalidArgumentError, match="out of the range of int"):
+        merge().execute()  # without evolution the value must fit the column: refused, never wrapped
+    assert table.snapshot().version == 1
+    merge().withSchemaEvolution().execute()
+    assert table.snapshot().schema["n"].dataType.simpleString() == "bigint"
+    assert sorted(tuple(r) for r in table.toDF().collect()) == [(1, 10), (2, 2**40), (3, 7)]
+    commit = [json.loads(x) for x in (path / "_delta_log" / f"{2:020d}.json").read_text().splitlines()]
+    schema = json.loads(next(a["metaData"] for a in commit if "metaData" in a)["schemaString"])
+    field = next(f for f in schema["fields"] if f["name"] == "n")
+    assert field["type"] == "long"
+    assert field["metadata"]["delta.typeChanges"] == [{"fromType": "integer", "toType": "long"}]
+    check_table(path)
