@@ -49,7 +49,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 from deltaspark.errors import InvalidArgumentError, MergeCardinalityError
 from deltaspark.features.column_mapping import with_column_mapping
 from deltaspark.features.enablement import features_for_schema, required_protocol
-from deltaspark.features.identity_columns import IdentityInfo, identity_columns, with_high_water_marks
+from deltaspark.features.identity_columns import with_high_water_marks
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.features.schema_evolution import merge_schemas
 from deltaspark.operations.delete import (
@@ -71,11 +71,21 @@ from deltaspark.operations.merge.clauses import (
     check_order,
 )
 from deltaspark.operations.merge.pruning import ConditionParts, all_of, key_ranges
-from deltaspark.operations.update import name_parts, out_of_range_error, store_assign
+from deltaspark.operations.merge.values import (
+    CLAUSE,
+    ROW_ID,
+    ROW_VERSION,
+    SOURCE_ROW,
+    TARGET_ROW,
+    ClauseValues,
+    expression_of,
+    first_line,
+    quote,
+    shown,
+)
+from deltaspark.operations.update import out_of_range_error
 from deltaspark.operations.write import (
-    GENERATION_KEY,
     check_writable_rows,
-    conform_value,
     removes_of,
     with_identity_values,
     write_data_files,
@@ -89,17 +99,8 @@ log = logging.getLogger(__name__)
 
 TARGET_ALIAS = "__deltaspark_target"  # the target's alias when the user gave none
 SOURCE_HERE = "__deltaspark_source_present"
-TARGET_ROW = "__deltaspark_target_row"  # the target row's columns, as a struct (never ambiguous)
-SOURCE_ROW = "__deltaspark_source_row"
 ROW_INDEX = "__deltaspark_row_index"
-ROW_ID = "__deltaspark_row_id"
-ROW_VERSION = "__deltaspark_row_commit_version"
-CLAUSE = "__deltaspark_clause"  # index of the clause a joined row takes; null: none
 TOUCHED = "__deltaspark_touched"
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 @dataclass
@@ -258,7 +259,7 @@ class _Plan:
         self.source = self.user_source.select(
             "*",
             F.lit(True).alias(SOURCE_HERE),
-            F.struct(*[F.col(_quote(c)) for c in columns]).alias(SOURCE_ROW),
+            F.struct(*[F.col(quote(c)) for c in columns]).alias(SOURCE_ROW),
         ).persist(StorageLevel.MEMORY_AND_DISK)
         self.cached.append(self.source)
         self.source_types = {
@@ -334,7 +335,7 @@ class _Plan:
                 carry=[FILE_COLUMN],
                 keep_row_index=True,
             )
-        table = [F.col(_quote(f.name)) for f in schema.fields]
+        table = [F.col(quote(f.name)) for f in schema.fields]
         tracking = (
             [
                 F.col("_metadata.row_id").alias(ROW_ID),
@@ -374,19 +375,29 @@ class _Plan:
                 continue
             holds = scope[clause.kind]
             if clause.condition is not None:
-                holds = holds & F.coalesce(_expression(clause.condition), F.lit(False))
+                holds = holds & F.coalesce(expression_of(clause.condition), F.lit(False))
             tag = F.when(holds, F.lit(i)) if tag is None else tag.when(holds, F.lit(i))
         return tag if tag is not None else F.lit(None).cast("int")
 
     def _check_condition(self) -> None:
         """The condition and each clause's resolved now, before any job: errors name them."""
         probe = self._target(None).join(self.source, F.lit(True), "inner")
-        _check_boolean(probe, self._join_condition(), f"The merge condition {_shown(self.condition)}")
+        _check_boolean(probe, self._join_condition(), f"The merge condition {shown(self.condition)}")
         for clause in self.clauses:
             if clause.condition is not None:
-                what = f"{clause.method}'s condition {_shown(clause.condition)}"
-                _check_boolean(probe, _expression(clause.condition), what)
-        self.values = _Values(self, probe)
+                what = f"{clause.method}'s condition {shown(clause.condition)}"
+                _check_boolean(probe, expression_of(clause.condition), what)
+        self.values = ClauseValues(
+            self.clauses,
+            self.snapshot.schema,
+            self.schema,
+            self.alias,
+            self.source_types,
+            self.evolve,
+            self.hidden,
+            self.table_path,
+            probe,
+        )
 
     # ---- 3. which target rows change, checked for ambiguity -----------------------------------
     def _change(self, scan_seconds: float) -> None:
@@ -396,7 +407,7 @@ class _Plan:
         # The target row's key names it in a cardinality error. Through the alias, not the row's
         # struct: only the columns the condition and the clauses read are scanned.
         key = (
-            F.struct(*[F.col(f"{_quote(self.alias)}.{_quote(p.target)}").alias(p.target) for p in self.pairs])
+            F.struct(*[F.col(f"{quote(self.alias)}.{quote(p.target)}").alias(p.target) for p in self.pairs])
             if self.pairs
             else F.struct(F.col(FILE_COLUMN).alias("file"), F.col(ROW_INDEX).alias("row"))
         )
@@ -564,7 +575,7 @@ class _Plan:
         if not missing:
             return rows
         given = rows.select(
-            *[F.col(_quote(c)).alias(f"__given_{c}" if c in missing else c) for c in rows.columns]
+            *[F.col(quote(c)).alias(f"__given_{c}" if c in missing else c) for c in rows.columns]
         )
         generated, _ = with_identity_values(
             self.spark, given, [info for info, _ in missing.values()], self.table_path
@@ -572,11 +583,11 @@ class _Plan:
         clause = F.col(CLAUSE)
         out = generated.select(
             *[
-                F.when(clause.isin(missing[c][1]), F.col(_quote(c)))
-                .otherwise(F.col(_quote(f"__given_{c}")))
+                F.when(clause.isin(missing[c][1]), F.col(quote(c)))
+                .otherwise(F.col(quote(f"__given_{c}")))
                 .alias(c)
                 if c in missing
-                else F.col(_quote(c))
+                else F.col(quote(c))
                 for c in rows.columns
             ]
         ).persist(StorageLevel.MEMORY_AND_DISK)
@@ -614,12 +625,12 @@ class _Plan:
             snapshot.partitionColumns,
             self.configuration,
             rows.select(
-                *[F.col(_quote(f.name)) for f in self.schema.fields], *[F.col(h) for h in self.hidden]
+                *[F.col(quote(f.name)) for f in self.schema.fields], *[F.col(h) for h in self.hidden]
             ),
             mode=snapshot.columnMappingMode,
             hidden_columns=self.hidden,
             extra_aggregates=tuple(
-                (F.max if info.step > 0 else F.min)(F.col(_quote(name))).alias(f"__identity_{i}")
+                (F.max if info.step > 0 else F.min)(F.col(quote(name))).alias(f"__identity_{i}")
                 for i, (name, (info, _)) in enumerate(self.values.identity_missing.items())
             ),
         )
@@ -656,7 +667,7 @@ class _Plan:
         if self.configuration.get("delta.enableChangeDataFeed", "").lower() != "true":
             return
         clause = F.col(CLAUSE)
-        columns = [F.col(_quote(f.name)) for f in self.schema.fields]
+        columns = [F.col(quote(f.name)) for f in self.schema.fields]
         old = [self.values.old(f).alias(f.name) for f in self.schema.fields]
         source = self._deleted_rows() if rows is None else rows
         if rows is not None and self.deletes:
@@ -692,7 +703,7 @@ class _Plan:
             log.info("Merge into %s changed nothing: nothing committed", self.table_path)
             return MergeOutcome(None, m)
         parameters = {
-            "predicate": [_shown(self.condition)],
+            "predicate": [shown(self.condition)],
             "matchedPredicates": [c.describe() for c in self.clauses if c.kind == MATCHED],
             "notMatchedPredicates": [c.describe() for c in self.clauses if c.kind == NOT_MATCHED],
             "notMatchedBySourcePredicates": [
@@ -702,199 +713,12 @@ class _Plan:
         return MergeOutcome(self.txn.commit("MERGE", parameters, m), m)
 
 
-class _Values:
-    """The new value of every column of the table for each clause, over the joined rows."""
-
-    def __init__(self, plan: _Plan, probe: DataFrame) -> None:
-        self.plan = plan
-        self.old_schema = plan.snapshot.schema
-        self.schema = plan.schema
-        self.by_clause: dict[int, dict[str, Column]] = {}  # clause -> top-level column -> value
-        self.assigned: dict[int, set[str]] = {}
-        for i, clause in enumerate(plan.clauses):
-            if clause.action == DELETE:
-                continue
-            values = self._values(clause, probe)
-            self.by_clause[i] = values
-            self.assigned[i] = {name.lower() for name in values}
-        # identity column -> the insert clauses that leave it to be generated
-        self.identity_missing: dict[str, tuple[IdentityInfo, list[int]]] = {}
-        for identity in identity_columns(self.schema):
-            clauses = [i for i in plan.inserts if identity.name.lower() not in self.assigned[i]]
-            if clauses:
-                self.identity_missing[identity.name] = (identity, clauses)
-
-    def old(self, field: StructField) -> Column:
-        """The target row's value of `field` before the merge (NULL for a column the merge adds)."""
-        before = {f.name.lower(): f for f in self.old_schema.fields}.get(field.name.lower())
-        if before is None:
-            return F.lit(None).cast(field.dataType)
-        value = F.col(f"{TARGET_ROW}.{_quote(before.name)}")
-        if before.dataType == field.dataType:
-            return value
-        return conform_value(value, before.dataType, field.dataType, field.name, self.plan.table_path)
-
-    def _target_field(self, name: str) -> tuple[list[str], StructField]:
-        """A target column name as a clause names it (alias-qualified or not, dotted for fields)."""
-        parts = name_parts(name, self.plan.table_path)
-        top = {f.name.lower(): f for f in self.schema.fields}
-        alias = self.plan.alias
-        if len(parts) > 1 and parts[0].lower() == alias.lower() and parts[0].lower() not in top:
-            parts = parts[1:]
-        field = top.get(parts[0].lower())
-        if field is None:
-            raise InvalidArgumentError(
-                f"Cannot merge into {self.plan.table_path}: no column `{name}` "
-                f"(the table's columns: {', '.join(f.name for f in self.schema.fields)})"
-            )
-        return [field.name, *parts[1:]], field
-
-    def _values(self, clause: Clause, probe: DataFrame) -> dict[str, Column]:
-        """Top-level column -> its new value under `clause`, converted to the column's type."""
-        plan = self.plan
-        if clause.assignments is None:
-            return self._all_from_source(clause)
-        nested: dict[str, list[tuple[list[str], Any, str]]] = {}
-        seen: list[list[str]] = []
-        for name, expression in clause.assignments.items():
-            if not isinstance(name, str) or not name:
-                raise InvalidArgumentError(
-                    f"{clause.method}: assignment targets are column names, got {name!r}"
-                )
-            path, field = self._target_field(name)
-            lowered = [p.lower() for p in path]
-            for other in seen:
-                shorter = min(len(other), len(lowered))
-                if other[:shorter] == lowered[:shorter]:
-                    raise InvalidArgumentError(f"{clause.method}: `{name}` is assigned more than once")
-            seen.append(lowered)
-            always = {i.name.lower() for i in identity_columns(self.schema) if not i.allow_explicit_insert}
-            if path[0].lower() in always:
-                raise InvalidArgumentError(
-                    f"{clause.method}: `{path[0]}` of {plan.table_path} is an identity column "
-                    "GENERATED ALWAYS"
-                )
-            if clause.action == INSERT and len(path) > 1:
-                raise InvalidArgumentError(
-                    f"{clause.method}: insert values are for whole columns, not `{name}`"
-                )
-            nested.setdefault(field.name, []).append((path[1:], expression, name))
-        out: dict[str, Column] = {}
-        for top, assigned in nested.items():
-            field = next(f for f in self.schema.fields if f.name == top)
-            value = self.old(field) if clause.action == UPDATE else F.lit(None).cast(field.dataType)
-            for sub, expression, name in assigned:
-                column = _expression(expression)
-                target_type = _sub_type(field, sub, plan.table_path, name)
-                try:
-                    found = probe.select(column.alias("_v")).schema["_v"].dataType
-                except Exception as exc:
-                    raise InvalidArgumentError(
-                        f"{clause.method}: the value of `{name}` {_shown(expression)} cannot be used: "
-                        f"{_first_line(exc)}"
-                    ) from None
-                converted = store_assign(column, found, target_type, ".".join([top, *sub]), plan.table_path)
-                nested_name = ".".join(_quote(s) for s in sub)
-                value = value.withField(nested_name, converted) if sub else converted
-            out[top] = value
-        return out
-
-    def _all_from_source(self, clause: Clause) -> dict[str, Column]:
-        """`updateAll` / `insertAll`: each column from the source's column of the same name. A
-        column the source lacks is refused, unless the schema evolves: then an update keeps it and
-        an insert leaves it NULL (a generated column is computed either way)."""
-        plan = self.plan
-        out: dict[str, Column] = {}
-        for field in self.schema.fields:
-            if clause.action == UPDATE and field.name.lower() in _identity_names(self.schema):
-                continue  # an identity column keeps its value
-            found = plan.source_types.get(field.name.lower())
-            if found is None:
-                if field.metadata.get(GENERATION_KEY) or plan.evolve:
-                    continue
-                if field.name.lower() in _identity_names(self.schema) and clause.action == INSERT:
-                    continue  # generated
-                raise InvalidArgumentError(
-                    f"{clause.method}: the source has no column `{field.name}` of {plan.table_path} "
-                    "(assign the columns one by one, or use withSchemaEvolution())"
-                )
-            name, data_type = found
-            always = {i.name.lower() for i in identity_columns(self.schema) if not i.allow_explicit_insert}
-            if field.name.lower() in always:
-                raise InvalidArgumentError(
-                    f"{clause.method}: `{field.name}` of {plan.table_path} is an identity column GENERATED "
-                    "ALWAYS, and the source has a column of that name (drop it from the source)"
-                )
-            value = F.col(f"{SOURCE_ROW}.{_quote(name)}")
-            out[field.name] = store_assign(value, data_type, field.dataType, field.name, plan.table_path)
-        return out
-
-    def project(self, rows: DataFrame, with_target: bool) -> DataFrame:
-        """`rows` (joined and tagged) as the table's columns after the merge, the materialized row
-        tracking columns, `CLAUSE`, and the target row before (`TARGET_ROW`, for change data)."""
-        plan = self.plan
-        clause = F.col(CLAUSE)
-        columns = []
-        for field in self.schema.fields:
-            value: Any = None
-            for i, values in self.by_clause.items():
-                if plan.clauses[i].modifies_target != with_target:
-                    continue  # target rows take update clauses only, source rows insert clauses
-                if field.name in values:
-                    value = (F.when if value is None else value.when)(clause == F.lit(i), values[field.name])
-            old = self.old(field) if with_target else F.lit(None).cast(field.dataType)
-            columns.append((old if value is None else value.otherwise(old)).alias(field.name))
-        tracking = []
-        if plan.hidden:
-            row_id, commit_version = plan.hidden
-            tracking = [
-                F.col(ROW_ID).alias(row_id) if with_target else F.lit(None).cast("long").alias(row_id),
-                (F.when(clause.isNull(), F.col(ROW_VERSION)) if with_target else F.lit(None))
-                .cast("long")
-                .alias(commit_version),
-            ]
-        target_row = F.col(TARGET_ROW) if with_target else F.lit(None).cast(self._old_struct())
-        projected = rows.select(*columns, *tracking, clause, target_row.alias(TARGET_ROW))
-        generated = [f for f in self.schema.fields if f.metadata.get(GENERATION_KEY)]
-        if not generated:
-            return projected
-        out = []
-        for field in self.schema.fields:
-            column = F.col(_quote(field.name))
-            if field in generated:
-                recompute = [i for i in self.by_clause if field.name.lower() not in self.assigned[i]]
-                if recompute:
-                    fresh = F.expr(field.metadata[GENERATION_KEY]).cast(field.dataType)
-                    column = F.when(clause.isin(recompute), fresh).otherwise(column)
-            out.append(column.alias(field.name))
-        return projected.select(*out, *[F.col(h) for h in plan.hidden], clause, F.col(TARGET_ROW))
-
-    def _old_struct(self) -> StructType:
-        return StructType([StructField(f.name, f.dataType, True) for f in self.old_schema.fields])
-
-
-def _identity_names(schema: StructType) -> set[str]:
-    return {i.name.lower() for i in identity_columns(schema)}
-
-
-def _sub_type(field: StructField, sub: list[str], table_path: str, name: str) -> Any:
-    current: Any = field.dataType
-    for part in sub:
-        if not isinstance(current, StructType):
-            raise InvalidArgumentError(f"Cannot merge into {table_path}: `{name}` is not a struct field")
-        found = next((f for f in current.fields if f.name.lower() == part.lower()), None)
-        if found is None:
-            raise InvalidArgumentError(f"Cannot merge into {table_path}: no field `{name}`")
-        current = found.dataType
-    return current
-
-
 def _check_boolean(probe: DataFrame, condition: Column, what: str) -> None:
     """Refuse a condition that does not resolve over the joined rows, or is not boolean."""
     try:
         found = probe.select(condition.alias("_c")).schema["_c"].dataType
     except Exception as exc:
-        raise InvalidArgumentError(f"{what} cannot be used: {_first_line(exc)}") from None
+        raise InvalidArgumentError(f"{what} cannot be used: {first_line(exc)}") from None
     if not isinstance(found, BooleanType):
         raise InvalidArgumentError(f"{what} is {found.simpleString()}, not boolean")
 
@@ -904,21 +728,6 @@ def _all(columns: list[Column]) -> Column:
     for column in columns[1:]:
         out = out & column
     return out
-
-
-def _expression(expression: Any) -> Column:
-    return F.expr(expression) if isinstance(expression, str) else expression
-
-
-def _shown(expression: Any) -> str:
-    return expression if isinstance(expression, str) else str(expression)
-
-
-def _first_line(exc: BaseException) -> str:
-    for line in str(exc).strip().splitlines():
-        if line.strip():
-            return line.strip()
-    return type(exc).__name__
 
 
 def _key_text(key: Any) -> str:
