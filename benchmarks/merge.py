@@ -18,7 +18,10 @@ Each merge runs on a fresh copy of the table. deltaspark runs every case three t
 process: copy-on-write (as delta-rs) twice - the first call of a process pays the JVM's warm-up
 (`seconds`), the second does not (`warm_seconds`) - then on a copy of the table written with
 deletion vectors on (`with_dvs`). Bytes written and dropped are read off each commit (a file
-removed and added back with a deletion vector is neither). Nothing here runs in CI.
+removed and added back with a deletion vector is neither). Then, in the same warm process, the same
+merge done by hand with plain Spark over the table's parquet files, with no log at all
+(`spark_plain_seconds`, the best of two runs): the floor of any merge that runs as Spark jobs on
+this machine. Nothing here runs in CI.
 """
 
 from __future__ import annotations
@@ -141,7 +144,58 @@ def deltaspark_worker(workdir: Path, case: str, driver_memory: str) -> None:
     cold = run(_fresh_copy(workdir, "deltaspark-a"))
     warm = run(_fresh_copy(workdir, "deltaspark-b"))
     dv = run(_fresh_copy(workdir, "deltaspark-c", "base-dv"))
-    emit({"session_seconds": round(session, 2), **cold, "warm_seconds": warm["seconds"], "with_dvs": dv})
+    plain = min(spark_plain_merge(spark, workdir, case) for _ in range(2))
+    emit(
+        {
+            "session_seconds": round(session, 2),
+            **cold,
+            "warm_seconds": warm["seconds"],
+            "with_dvs": dv,
+            "spark_plain_seconds": plain,
+        }
+    )
+
+
+def spark_plain_merge(spark: Any, workdir: Path, case: str) -> float:
+    """The merge as plain Spark would do it over the same parquet files, with no log: scan the
+    key column within the source's key range, find the files holding matches, rewrite them joined
+    with the source, write the new keys. No cardinality check, no stats, no commit."""
+    from pyspark.sql import functions as F
+
+    out = workdir / "spark-plain"
+    shutil.rmtree(out, ignore_errors=True)
+    began = time.perf_counter()
+    source = spark.read.parquet(str(workdir / f"source-{case}"))
+    low, high = source.agg(F.min("id"), F.max("id")).first()
+    base = workdir / "base"
+    files = sorted(str(path) for path in base.rglob("*.parquet") if "_delta_log" not in path.parts)
+    target = spark.read.parquet(*files).where(F.col("id").between(low, high))
+    matched = target.select("id", F.input_file_name().alias("file")).join(
+        F.broadcast(source.select("id")), "id"
+    )
+    parts = []
+    if case != "insert":
+        touched = [row.file for row in matched.select("file").distinct().collect()]
+        rows = spark.read.parquet(*touched)
+        if case == "delete":
+            parts.append(rows.join(F.broadcast(source.select("id")), "id", "left_anti"))
+        else:
+            new = source.select("id", F.col("v").alias("new_v"), F.col("name").alias("new_name"))
+            joined = rows.join(F.broadcast(new), "id", "left")
+            parts.append(
+                joined.select(
+                    "id",
+                    F.coalesce("new_v", "v").alias("v"),
+                    F.coalesce("new_name", "name").alias("name"),
+                )
+            )
+    if case in ("upsert", "insert"):
+        parts.append(source.join(matched.select("id"), "id", "left_anti"))
+    result = parts[0]
+    for part in parts[1:]:
+        result = result.unionByName(part)
+    result.write.parquet(str(out))
+    return round(time.perf_counter() - began, 2)
 
 
 def delta_rs_worker(workdir: Path, case: str) -> None:
@@ -193,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--out")
+    parser.add_argument("--reuse", action="store_true", help="keep the tables and sources of a previous run")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "CASE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     workdir = Path(args.workdir)
@@ -204,9 +259,12 @@ def main(argv: list[str] | None = None) -> int:
             delta_rs_worker(workdir, case)
         return 0
     workdir.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    generate(workdir, args.rows, args.driver_memory)
-    print(f"generated {args.rows} rows and the sources in {time.perf_counter() - start:.0f} s", flush=True)
+    if not (args.reuse and (workdir / "base" / "_delta_log").is_dir()):
+        start = time.perf_counter()
+        generate(workdir, args.rows, args.driver_memory)
+        print(
+            f"generated {args.rows} rows and the sources in {time.perf_counter() - start:.0f} s", flush=True
+        )
     runs = []
     for case in args.cases.split(","):
         engines = ["deltaspark"] if case == "duplicate-key" else ["deltaspark", "delta-rs"]

@@ -368,6 +368,36 @@ def cmd_update(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     return 0
 
 
+def cmd_optimize(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    from deltaspark.table import DeltaTable
+
+    builder = DeltaTable.forPath(spark, args.path).optimize()
+    if args.where:
+        builder = builder.where(args.where)
+    if args.purge and args.zorder_by:
+        print("deltaspark optimize: --purge and --zorder-by are separate runs", file=sys.stderr)
+        return 2
+    if args.purge:
+        metrics = builder.purgeDeletionVectors().first()["metrics"]
+    elif args.zorder_by:
+        metrics = builder.executeZOrderBy(
+            *[c.strip() for c in args.zorder_by.split(",") if c.strip()]
+        ).first()["metrics"]
+    else:
+        metrics = builder.executeCompaction().first()["metrics"]
+    if not metrics["numFilesRemoved"]:
+        print(f"Nothing to rewrite among {metrics['totalConsideredFiles']:,} file(s); nothing committed")
+        return 0
+    dvs = metrics["deletionVectorStats"]
+    print(
+        f"Rewrote {metrics['numFilesRemoved']:,} file(s) ({metrics['filesRemoved']['totalSize']:,} bytes, "
+        f"{dvs['numDeletionVectorsRemoved']:,} with deletion vectors) as {metrics['numFilesAdded']:,} "
+        f"({metrics['filesAdded']['totalSize']:,} bytes) in {metrics['partitionsOptimized']:,} partition(s); "
+        f"{metrics['totalFilesSkipped']:,} file(s) left as they were"
+    )
+    return 0
+
+
 def cmd_restore(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
@@ -528,6 +558,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     upd.add_argument("--where", help="the rows to update (all rows without it), e.g. \"region = 'eu'\"")
     upd.set_defaults(func=cmd_update)
+
+    opt = commands.add_parser(
+        "optimize",
+        help="compact small files, Z-order, or purge deletion vectors (one dataChange=false commit)",
+    )
+    opt.add_argument("path")
+    opt.add_argument("--where", help="only these partitions, e.g. \"day >= '2026-11-01'\"")
+    opt.add_argument("--zorder-by", metavar="COLS", help="Z-order by these columns, e.g. a,b")
+    opt.add_argument(
+        "--purge", action="store_true", help="rewrite every file with a deletion vector without it"
+    )
+    opt.set_defaults(func=cmd_optimize)
 
     restore = commands.add_parser("restore", help="restore the table to an earlier version (one new commit)")
     restore.add_argument("path")

@@ -43,6 +43,8 @@ from deltaspark.operations.iceberg_export import IcebergExport, to_iceberg
 from deltaspark.operations.iceberg_import import convert_iceberg, parse_iceberg_identifier
 from deltaspark.operations.merge.builder import DeltaMergeBuilder
 from deltaspark.operations.merge.execute import merge as merge_rows
+from deltaspark.operations.optimize.builder import METRICS_SCHEMA, DeltaOptimizeBuilder
+from deltaspark.operations.optimize.execute import optimize as optimize_files
 from deltaspark.operations.restore import restore
 from deltaspark.operations.update import update as update_rows
 from deltaspark.operations.write import write as write_rows
@@ -369,6 +371,20 @@ class DeltaTable:
             interval = configuration.get("delta.checkpointInterval")
             checkpoint_if_due(self._spark, self._storage, self._path, result.version, interval)
         return result
+
+    def optimize(self) -> DeltaOptimizeBuilder:
+        """Start an OPTIMIZE, as delta-spark's `DeltaTable.optimize`: optionally `.where(partition
+        predicate)`, then `.executeCompaction()`, `.executeZOrderBy(cols)` or
+        `.purgeDeletionVectors()`."""
+        return DeltaOptimizeBuilder(self._optimize)
+
+    @eager
+    def _optimize(self, builder: DeltaOptimizeBuilder, kind: str, columns: list[str]) -> DataFrame:
+        outcome = optimize_files(
+            self._spark, self._storage, self._path, self.snapshot(), builder.condition, kind, columns
+        )
+        self._after_commit(outcome.commit)
+        return self._spark.createDataFrame([(self._path, outcome.metrics)], METRICS_SCHEMA)
 
     @eager
     def setProperties(self, properties: dict[str, str]) -> CommitResult:

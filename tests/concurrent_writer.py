@@ -3,7 +3,8 @@
 Usage: python -m tests.concurrent_writer TABLE WORKER OPS   (OPS like "append:x,overwrite:x,delete:y,prop")
 Prints one JSON line per operation: {"op", "version" or null, "error" (exception class) or null};
 `delete:p` deletes the even ids of partition p (version null when nothing matched); `merge:p`
-deletes ids 0 and 2 of partition p and inserts those absent and the op's id (version null).
+deletes ids 0 and 2 of partition p and inserts those absent and the op's id (version null);
+`optimize:p` compacts partition p (its "id" is the number of files it rewrote).
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ def main() -> None:
                     source.alias("s"), condition
                 ).whenMatchedDelete().whenNotMatchedInsertAll().execute()
                 result = None
+            elif kind == "optimize":
+                dt = DeltaTable.forPath(spark, table)
+                metrics = dt.optimize().where(f"p = '{partition}'").executeCompaction().first()["metrics"]
+                result = None
+                row_id = metrics["numFilesRemoved"]  # reported in the "id" field
             elif kind == "delete":
                 result = DeltaTable.forPath(spark, table).delete(f"p = '{partition}' AND id % 2 = 0")
             else:

@@ -143,6 +143,33 @@ def test_merges_of_disjoint_partitions_and_appends_racing(spark, tmp_path):
     assert rows == {(1, "y"), (2, "x"), (1000, "x"), (1001, "x"), (0, "y"), (2000, "y"), (2001, "y")}
 
 
+@pytest.mark.one_suite("4.x")
+def test_optimize_racing_appends_and_a_delete(spark, tmp_path):
+    """OPTIMIZE runs at snapshot isolation: appends racing it always commit; of a delete and an
+    OPTIMIZE of the same files, the one that commits second fails with a named conflict when the
+    first removed files it read, else applies on top. Every row is accounted for either way."""
+    table = tmp_path / "t"
+    write(spark.createDataFrame([(0, "x"), (1, "x")], "id long, p string"), str(table), partitionBy=["p"])
+    write(spark.createDataFrame([(2, "x"), (3, "x")], "id long, p string"), str(table))
+    results = _outcomes(
+        [_start(table, 1, "optimize:x,append:x,optimize:x"), _start(table, 2, "append:x,append:x,delete:x")]
+    )
+    errors = [r for r in results if r["error"]]
+    assert all(r["op"] in ("optimize:x", "delete:x") for r in errors), errors
+    assert all(r["error"] == "ConcurrentDeleteReadError" for r in errors), errors
+    commits = _commits(table)
+    assert sorted(commits) == list(range(len(commits)))
+    optimized = [v for v, acts in commits.items() if acts[0]["commitInfo"]["operation"] == "OPTIMIZE"]
+    assert len(optimized) == 2 - sum(r["op"] == "optimize:x" for r in errors)
+    for version in optimized:
+        assert all(a.get("add", a.get("remove", {})).get("dataChange") is False for a in commits[version][1:])
+    rows = sorted(r[0] for r in DeltaTable.forPath(spark, str(table)).toDF().collect())
+    if any(r["op"] == "delete:x" for r in errors):
+        assert rows == [0, 1, 2, 3, 1001, 2000, 2001]
+    else:
+        assert rows == [1, 3, 1001, 2001]  # the delete removed every even id
+
+
 @pytest.mark.one_suite("4.x")  # crash safety: put-if-absent and renames, not the Spark version
 @pytest.mark.parametrize("delay", [1.0, 3.0])  # early in a commit, and after some have landed
 def test_a_writer_killed_mid_commit_leaves_a_readable_table(spark, tmp_path, delay):

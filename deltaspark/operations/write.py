@@ -679,7 +679,7 @@ def write(
     if snapshot is not None and mode == "overwrite":
         if replaceWhere is not None:
             resolve_expression(spark, schema, replaceWhere, "replaceWhere", table_path)
-            _check_partition_only(replaceWhere, metadata, table_path)
+            check_partition_only(replaceWhere, metadata, table_path)
             predicate = replaceWhere if isinstance(replaceWhere, str) else None
             if predicate is None:
                 raise InvalidArgumentError("replaceWhere must be a SQL string over partition columns")
@@ -777,21 +777,24 @@ def with_identity_values(
     return spread.select("*", *columns), generated
 
 
-def _check_partition_only(predicate: Any, metadata: Metadata, table_path: str) -> None:
+def check_partition_only(
+    predicate: Any, metadata: Metadata, table_path: str, what: str = "replaceWhere"
+) -> None:
+    """Refuse a predicate (SQL string) that uses anything but partition columns."""
     if not isinstance(predicate, str):
         return
     names = {c.lower() for c in metadata.partitionColumns}
     found = references(from_filter(predicate))
     if found is None:
         raise InvalidArgumentError(
-            f"replaceWhere {predicate!r} on {table_path}: deltaspark cannot tell which columns it uses; "
+            f"{what} {predicate!r} on {table_path}: deltaspark cannot tell which columns it uses; "
             "use comparisons, IN, IS NULL, AND, OR and NOT over partition columns"
         )
     used = {r.lower() for r in found}
     outside = sorted(used - names)
     if outside or not used:
         raise InvalidArgumentError(
-            f"replaceWhere on {table_path} must use partition columns only "
+            f"{what} on {table_path} must use partition columns only "
             f"({', '.join(metadata.partitionColumns) or 'the table is not partitioned'}); it references "
             f"{', '.join(outside) or 'no column'}"
         )

@@ -1,0 +1,1 @@
+"""OPTIMIZE: compaction, Z-order and deletion-vector purge (see `execute`)."""

@@ -1,0 +1,111 @@
+"""Where the rewritten rows go: one new file per compaction bin, or along a Z-curve.
+
+Compaction: Spark's hash partitioning puts a row in task `pmod(hash(key), n)`; each bin is given a
+key that hashes to its own number, so a repartition into as many tasks as bins gives each bin a
+task (and a file) of its own, in one job, whatever the number of bins. A bin for which no such key
+was found (vanishingly rare) keeps its number as key: its rows still land in one task, maybe
+beside another bin's.
+
+Z-order: each column's values are ranked into 2^bits quantile ranges, with boundaries taken from
+a sample of the rows (so skewed and non-numeric columns spread as well as uniform integers; nulls
+rank first); the ranks' bits are interleaved into one long, the curve's position. Each partition's
+rows are range-partitioned on it into as many files as its bytes need at `maxFileSize`, and sorted
+along the curve inside each file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
+
+from deltaspark.operations.optimize.bins import BIN
+
+KEY = "__deltaspark_task_key"
+CURVE = "__deltaspark_zorder"
+SAMPLE_ROWS = 200_000  # rows sampled to place the quantile boundaries of the Z-order columns
+
+
+def one_task_per_bin(rows: DataFrame, bins: int) -> DataFrame:
+    """`rows` (with `BIN` in 0..bins-1) repartitioned into `bins` tasks, one bin in each."""
+    spark = rows.sparkSession
+    keys = (
+        spark.range(bins * 32)
+        .select(F.col("id").alias(KEY), F.pmod(F.hash("id"), F.lit(bins)).cast("int").alias(BIN))
+        .groupBy(BIN)
+        .agg(F.min(KEY).alias(KEY))
+    )
+    keyed = rows.join(F.broadcast(keys), BIN, "left").withColumn(
+        KEY, F.coalesce(F.col(KEY), F.col(BIN).cast("long"))
+    )
+    return keyed.repartition(bins, KEY).drop(KEY)
+
+
+def rank_bits(columns: int) -> int:
+    """Bits of each column's rank, so that the interleaved curve fits in a long."""
+    return max(1, min(8, 62 // max(columns, 1)))
+
+
+def quantile_boundaries(rows: DataFrame, columns: list[str], total_rows: int, bits: int) -> list[list[Any]]:
+    """For each column, up to 2^bits - 1 increasing values cutting a sample of its non-null values
+    into ranges of equal counts (one job: the sample)."""
+    fraction = min(1.0, SAMPLE_ROWS / max(total_rows, 1))
+    sample = rows.select(*[F.col(f"`{c}`") for c in columns])
+    if fraction < 1.0:
+        sample = sample.sample(fraction=fraction, seed=17)
+    values = sample.collect()
+    ranges = 2**bits
+    result = []
+    for index in range(len(columns)):
+        ordered = sorted(v[index] for v in values if v[index] is not None)
+        cuts = [ordered[(i * len(ordered)) // ranges] for i in range(1, ranges)] if ordered else []
+        result.append(sorted(set(cuts)))
+    return result
+
+
+def _rank(value: Column, cuts: list[Any], data_type: DataType, low: int, high: int) -> Column:
+    """The number of `cuts` <= value, searched in `cuts[low:high]` by halving (a balanced CASE)."""
+    if low >= high:
+        return F.lit(low)
+    middle = (low + high + 1) // 2
+    below = value < F.lit(cuts[middle - 1]).cast(data_type)
+    return F.when(below, _rank(value, cuts, data_type, low, middle - 1)).otherwise(
+        _rank(value, cuts, data_type, middle, high)
+    )
+
+
+def curve_position(ranks: list[Column], bits: int) -> Column:
+    """The ranks' bits interleaved (most significant first, the first column leading)."""
+    k = len(ranks)
+    position: Column = F.lit(0).cast("long")
+    for bit in range(bits):
+        for j, rank in enumerate(ranks):
+            digit = F.shiftright(rank, bit).bitwiseAND(1).cast("long")
+            position = position + F.shiftleft(digit, bit * k + (k - 1 - j))
+    return position
+
+
+def along_curve(
+    rows: DataFrame,
+    columns: list[str],
+    types: list[DataType],
+    boundaries: list[list[Any]],
+    files: int,
+    bits: int,
+) -> DataFrame:
+    """`rows` (with `BIN`: one per partition) range-partitioned on (bin, curve position) into
+    `files` tasks, each sorted along the curve."""
+    ranks = [
+        F.when(F.col(f"`{c}`").isNull(), F.lit(0)).otherwise(_rank(F.col(f"`{c}`"), cuts, t, 0, len(cuts)))
+        for c, t, cuts in zip(columns, types, boundaries, strict=True)
+    ]
+    placed = rows.withColumn(CURVE, curve_position(ranks, bits))
+    laid = placed.repartitionByRange(max(files, 1), BIN, CURVE).sortWithinPartitions(BIN, CURVE)
+    return laid.drop(CURVE)
+
+
+def files_for(size: Column, max_file_size: int) -> Column:
+    """How many files of at most `max_file_size` bytes `size` bytes need (at least one)."""
+    return F.greatest(F.lit(1), F.ceil(size / F.lit(max_file_size))).cast("long")

@@ -1,0 +1,265 @@
+"""OPTIMIZE: compaction bins as the rules say (checked file by file against the files they
+replace), deletion vectors purged, Z-order making data skipping work, row ids kept, no change
+data, snapshot isolation; every version read alike by deltaspark and delta-rs and checked against
+the protocol's writer rules (`writer_rules.check_table`)."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from deltaspark import DeltaTable
+from deltaspark.errors import ConcurrentDeleteReadError, InvalidArgumentError
+from deltaspark.operations.optimize.bins import MAX_FILE_SIZE_CONF, MIN_FILE_SIZE_CONF
+from deltaspark.operations.optimize.execute import optimize
+from deltaspark.table import write
+from tests.writer_rules import check_table
+
+deltalake = pytest.importorskip("deltalake")
+
+
+@contextmanager
+def file_sizes(spark: Any, max_size: int, min_size: int | None = None) -> Iterator[None]:
+    spark.conf.set(MAX_FILE_SIZE_CONF, str(max_size))
+    spark.conf.set(MIN_FILE_SIZE_CONF, str(min_size if min_size is not None else max_size))
+    try:
+        yield
+    finally:
+        spark.conf.unset(MAX_FILE_SIZE_CONF)
+        spark.conf.unset(MIN_FILE_SIZE_CONF)
+
+
+def _actions(path: Path, version: int) -> list[dict[str, Any]]:
+    lines = (path / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def _live_files(path: Path) -> dict[str, dict[str, Any]]:
+    table = deltalake.DeltaTable(str(path))
+    return {a["path"]: a for a in pa.table(table.get_add_actions(flatten=True)).to_pylist()}
+
+
+def _rows_of(path: Path) -> list[tuple]:
+    data = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(str(path))).execute("SELECT * FROM t")
+    return sorted(tuple(r.values()) for r in pa.table(data.read_all()).to_pylist())
+
+
+def _ids_in_file(path: Path, relative: str) -> list[int]:
+    return sorted(pq.read_table(str(path / relative), columns=["id"]).column("id").to_pylist())
+
+
+def expected_bins(files: dict[str, dict[str, Any]], max_size: int, min_size: int) -> list[list[str]]:
+    """delta-spark's compaction rules, written out: per partition, candidates (smaller than
+    min_size) smallest first, cut at every max_size bytes of their running total; single-file
+    bins (without a DV) dropped."""
+    by_partition: dict[Any, list[tuple[int, str]]] = {}
+    for path, add in files.items():
+        if add["size_bytes"] < min_size:
+            key = tuple(sorted((k, v) for k, v in add.items() if k.startswith("partition.")))
+            by_partition.setdefault(key, []).append((add["size_bytes"], path))
+    bins = []
+    for candidates in by_partition.values():
+        groups: dict[int, list[str]] = {}
+        before = 0
+        for size, path in sorted(candidates):
+            groups.setdefault(before // max_size, []).append(path)
+            before += size
+        bins.extend(sorted(g) for g in groups.values() if len(g) > 1)
+    return sorted(bins)
+
+
+def test_compaction_bins_files_per_partition_and_changes_no_row(spark, tmp_path):
+    path = tmp_path / "t"
+    properties = {"delta.enableChangeDataFeed": "true"}
+    schema = "id long, payload string, part int"
+    for batch in range(7):
+        rows = [(batch * 100 + i, "x" * (i * 7 % 50), i % 3) for i in range(batch * 3 + 4)]
+        write(
+            spark.createDataFrame(rows, schema).coalesce(1),
+            str(path),
+            partitionBy=["part"],
+            properties=properties if batch == 0 else None,
+        )
+    # part 2 gets one large file: never a candidate
+    write(
+        spark.createDataFrame([(10_000 + i, "y" * 200, 2) for i in range(400)], schema).coalesce(1), str(path)
+    )
+    before = _live_files(path)
+    rows_before = _rows_of(path)
+    sizes = sorted(a["size_bytes"] for a in before.values())
+    max_size = sum(sizes[:-1]) // 5  # a few bins per partition
+    min_size = sizes[-1]  # everything but the largest file is a candidate
+    bins = expected_bins(before, max_size, min_size)
+    assert len(bins) >= 4 and any(len(b) >= 3 for b in bins)
+    table = DeltaTable.forPath(spark, str(path))
+    with file_sizes(spark, max_size, min_size):
+        metrics = table.optimize().executeCompaction().first()["metrics"]
+    version = table.snapshot().version
+    actions = _actions(path, version)
+    removed = sorted(a["remove"]["path"] for a in actions if "remove" in a)
+    added = [a["add"] for a in actions if "add" in a]
+    assert removed == sorted(p for b in bins for p in b)
+    assert len(added) == len(bins)
+    assert all(a["remove"]["dataChange"] is False for a in actions if "remove" in a)
+    assert all(a["dataChange"] is False for a in added)
+    # each new file holds exactly the rows of one bin
+    new_files = sorted(_ids_in_file(path, a["path"]) for a in added)
+    assert new_files == sorted(sorted(i for p in b for i in _ids_in_file(path, p)) for b in bins)
+    info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+    assert info["operation"] == "OPTIMIZE" and info["isolationLevel"] == "SnapshotIsolation"
+    assert metrics["numFilesRemoved"] == len(removed) and metrics["numFilesAdded"] == len(bins)
+    assert metrics["filesRemoved"]["totalSize"] == sum(before[p]["size_bytes"] for p in removed)
+    assert metrics["totalConsideredFiles"] == len(before)
+    assert metrics["partitionsOptimized"] == len({before[b[0]]["partition.part"] for b in bins})
+    assert _rows_of(path) == rows_before
+    assert sorted(table.toDF().collect()) == sorted(spark.createDataFrame(rows_before, schema).collect())
+    # OPTIMIZE writes no change data: the feed between the versions around it is empty
+    assert table.changes(version, version).count() == 0
+    check_table(path)
+    # a second run finds nothing left to bin at these sizes (or only the new files' bins)
+    with file_sizes(spark, 1 << 40, min_size):
+        table.optimize().where("part = 1").executeCompaction()
+    assert {a["partition.part"] for a in _live_files(path).values()}.issuperset({0, 1, 2})
+    assert sum(1 for a in _live_files(path).values() if a["partition.part"] == 1) == 1
+    with file_sizes(spark, 1 << 40, min_size):
+        again = table.optimize().where("part = 1").executeCompaction().first()["metrics"]
+    assert again["numFilesRemoved"] == 0 and again["numFilesAdded"] == 0
+    assert _rows_of(path) == rows_before
+    check_table(path)
+
+
+def test_purge_and_compaction_drop_deleted_rows_keeping_row_ids(spark, tmp_path):
+    path = tmp_path / "t"
+    properties = {
+        "delta.enableDeletionVectors": "true",
+        "delta.enableRowTracking": "true",
+        "delta.columnMapping.mode": "name",
+    }
+    schema = "id long, name string"
+    for batch in range(3):
+        rows = [(batch * 1000 + i, f"n{i}") for i in range(200)]
+        first = {"properties": properties} if batch == 0 else {}
+        write(spark.createDataFrame(rows, schema).coalesce(1), str(path), **first)
+    table = DeltaTable.forPath(spark, str(path))
+    table.delete("id % 10 = 3 AND id < 2000")  # DVs on the first two files, 10% of their rows
+
+    def tracked() -> list[tuple]:
+        frame = table.toDF(rowTracking=True).select(
+            "id", "name", "_metadata.row_id", "_metadata.row_commit_version"
+        )
+        return sorted(tuple(r) for r in frame.collect())
+
+    before = tracked()
+    rows_before = _rows_of(path)
+    # compaction with files already "large": only the DV rule picks files (ratio 0.1 > 0.05)
+    with file_sizes(spark, 1 << 30, 1):
+        metrics = table.optimize().executeCompaction().first()["metrics"]
+    assert metrics["numFilesRemoved"] == 2 and metrics["numFilesAdded"] == 1  # one bin: 2 small files
+    assert metrics["deletionVectorStats"]["numDeletionVectorsRemoved"] == 2
+    assert metrics["deletionVectorStats"]["numDeletionVectorRowsRemoved"] == 40
+
+    def with_dvs() -> int:
+        return table.snapshot().files().where("deletionVector IS NOT NULL").count()
+
+    assert with_dvs() == 0
+    assert tracked() == before and _rows_of(path) == rows_before
+    # purge: every file with a DV, whatever its ratio
+    table.delete("id = 2005")
+    assert with_dvs() == 1
+    metrics = table.optimize().purgeDeletionVectors().first()["metrics"]
+    info = next(a["commitInfo"] for a in _actions(path, table.snapshot().version) if "commitInfo" in a)
+    assert info["operation"] == "REORG"
+    assert (
+        metrics["numFilesRemoved"] == 1
+        and metrics["deletionVectorStats"]["numDeletionVectorRowsRemoved"] == 1
+    )
+    assert with_dvs() == 0
+    after = tracked()
+    assert after == [r for r in before if r[0] != 2005]
+    assert table.optimize().purgeDeletionVectors().first()["metrics"]["numFilesRemoved"] == 0
+    check_table(path)
+
+
+def _files_hit(path: Path, column: str, value: int) -> float:
+    files = _live_files(path).values()
+    hits = [f for f in files if f[f"min.{column}"] <= value <= f[f"max.{column}"]]
+    return len(hits) / len(files)
+
+
+def test_zorder_makes_point_lookups_skip_files_on_each_column(spark, tmp_path):
+    path = tmp_path / "t"
+    rng = random.Random(5)
+    rows = [(rng.randrange(1_000_000), rng.randrange(1_000_000), i) for i in range(6000)]
+    frame = spark.createDataFrame(rows, "x long, y long, i long").repartition(16)
+    write(frame, str(path))
+    rows_before = _rows_of(path)
+    probes = [rows[k] for k in range(0, 6000, 600)]
+    before = {c: sum(_files_hit(path, c, r[j]) for r in probes) / len(probes) for j, c in enumerate("xy")}
+    assert min(before.values()) > 0.9
+    total = sum(a["size_bytes"] for a in _live_files(path).values())
+    table = DeltaTable.forPath(spark, str(path))
+    with file_sizes(spark, total // 16 + 1):
+        metrics = table.optimize().executeZOrderBy("x", "y").first()["metrics"]
+    assert metrics["numFilesRemoved"] == 16 and 12 <= metrics["numFilesAdded"] <= 20
+    assert metrics["zOrderStats"]["numOutputCubes"] == metrics["numFilesAdded"]
+    after = {c: sum(_files_hit(path, c, r[j]) for r in probes) / len(probes) for j, c in enumerate("xy")}
+    # a Z-curve over 16 files: a point on one column meets about 4 of them (more where a file
+    # straddles two cells of the curve)
+    assert max(after.values()) <= 0.5 and sum(after.values()) / 2 <= 0.4, after
+    assert _rows_of(path) == rows_before
+    check_table(path)
+    with pytest.raises(InvalidArgumentError, match="no such top-level column"):
+        table.optimize().executeZOrderBy("nope")
+    with pytest.raises(InvalidArgumentError, match="at least one column"):
+        table.optimize().executeZOrderBy()
+
+
+def test_optimize_isolation_refusals_and_the_cli(spark, tmp_path, capsys):
+    from deltaspark.cli import main as cli
+
+    path = tmp_path / "t"
+    schema = "id long, part int"
+    for batch in range(3):
+        write(
+            spark.createDataFrame([(batch * 10 + i, i % 2) for i in range(6)], schema).coalesce(1),
+            str(path),
+            partitionBy=["part"] if batch == 0 else None,
+        )
+    table = DeltaTable.forPath(spark, str(path))
+    with pytest.raises(InvalidArgumentError, match="partition columns only"):
+        table.optimize().where("id > 3").executeCompaction()
+    with pytest.raises(InvalidArgumentError, match="partition column"):
+        table.optimize().executeZOrderBy("part")
+    stale = table.snapshot()
+    # a blind append after the snapshot: OPTIMIZE still commits, both changes kept
+    write(spark.createDataFrame([(100, 0)], schema), str(path))
+    outcome = optimize(spark, table._storage, table._path, stale, "part = 0")
+    assert outcome.commit is not None and outcome.metrics["numFilesRemoved"] == 3
+    assert sorted(r[0] for r in table.toDF().collect()) == sorted(
+        [b * 10 + i for b in range(3) for i in range(6)] + [100]
+    )
+    # a delete that removed a file OPTIMIZE rewrites: a named conflict, nothing committed
+    stale = table.snapshot()
+    table.delete("part = 1 AND id = 1")
+    version = table.snapshot().version
+    with pytest.raises(ConcurrentDeleteReadError):
+        optimize(spark, table._storage, table._path, stale, "part = 1")
+    assert table.snapshot().version == version
+    assert 1 not in [r[0] for r in table.toDF().collect()]
+    check_table(path)
+    assert cli(["optimize", str(path), "--where", "part = 1"]) == 0
+    assert "Rewrote 3 file(s)" in capsys.readouterr().out
+    assert cli(["optimize", str(path), "--where", "part = 1"]) == 0
+    assert "Nothing to rewrite among 1 file(s)" in capsys.readouterr().out
+    assert cli(["optimize", str(path), "--purge", "--zorder-by", "id"]) == 2
+    assert sorted(r[0] for r in table.toDF().collect()) == sorted(
+        [b * 10 + i for b in range(3) for i in range(6) if b * 10 + i != 1] + [100]
+    )
