@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.procmon import emit, run_monitored
+from benchmarks.procmon import emit, monitored_record, run_monitored
 
 DV = "delta.enableDeletionVectors"
 CASES = ("upsert", "delete", "insert", "unique-keys", "duplicate-key")
@@ -226,15 +226,7 @@ def delta_rs_worker(workdir: Path, case: str) -> None:
 def _run(engine: str, case: str, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "benchmarks.merge", "--worker", engine, case, "--workdir", args.workdir]
     outcome = run_monitored(cmd + ["--driver-memory", args.driver_memory], args.timeout, 20 * 1024**3)
-    result = outcome.results[0] if outcome.results else {"stderr": outcome.stderr_tail}
-    return {
-        "engine": engine,
-        "case": case,
-        "process_seconds": round(outcome.seconds, 2),
-        "peak_tree_rss_gib": round(outcome.peak_tree_rss / 1024**3, 2),
-        "killed": outcome.killed,
-        **result,
-    }
+    return monitored_record(outcome, engine=engine, case=case)
 
 
 def main(argv: list[str] | None = None) -> int:

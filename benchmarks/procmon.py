@@ -126,3 +126,16 @@ def run_monitored(
 def emit(result: dict[str, Any]) -> None:
     """Called by a worker: print its result where `run_monitored` finds it."""
     print(RESULT_PREFIX + json.dumps(result, default=str), flush=True)
+
+
+def monitored_record(outcome: Monitored, **head: Any) -> dict[str, Any]:
+    """One result row of a monitored worker: `head` (engine, case...), the process's seconds and
+    peak memory, whether it was killed, then the worker's own result (or its stderr's tail)."""
+    result = outcome.results[0] if outcome.results else {"stderr": outcome.stderr_tail}
+    return {
+        **head,
+        "process_seconds": round(outcome.seconds, 2),
+        "peak_tree_rss_gib": round(outcome.peak_tree_rss / 1024**3, 2),
+        "killed": outcome.killed,
+        **result,
+    }

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from benchmarks.generate import LogSpec, generate, plan_batches, write_placeholders
-from benchmarks.procmon import emit, run_monitored
+from benchmarks.procmon import emit, monitored_record, run_monitored
 
 
 def placeholders(root: Path, spec: LogSpec, removed_only: bool = False) -> int:
@@ -104,15 +104,7 @@ def _run(engine: str, path: Path, dry_run: bool, args: argparse.Namespace) -> di
         "dry" if dry_run else "delete",
     ]
     outcome = run_monitored(cmd + ["--driver-memory", args.driver_memory], args.timeout, 20 * 1024**3)
-    result = outcome.results[0] if outcome.results else {"stderr": outcome.stderr_tail}
-    return {
-        "engine": engine,
-        "dryRun": dry_run,
-        "process_seconds": round(outcome.seconds, 2),
-        "peak_tree_rss_gib": round(outcome.peak_tree_rss / 1024**3, 2),
-        "killed": outcome.killed,
-        **result,
-    }
+    return monitored_record(outcome, engine=engine, dryRun=dry_run)
 
 
 def _relative(paths: list[str], root: Path) -> set[str]:

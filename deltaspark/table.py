@@ -387,6 +387,17 @@ class DeltaTable:
         return self._spark.createDataFrame([(self._path, outcome.metrics)], METRICS_SCHEMA)
 
     @eager
+    def clusterBy(self, *colNames: str) -> CommitResult | None:
+        """ALTER TABLE CLUSTER BY: cluster this (unpartitioned) table by these columns from now on
+        (no columns: CLUSTER BY NONE). No file is rewritten; the next `optimize()` clusters the
+        files no clustering laid out. None when nothing changes."""
+        names = colNames[0] if len(colNames) == 1 and isinstance(colNames[0], (list, tuple)) else colNames
+        result = table_changes.cluster_by(
+            self._spark, self._storage, self._path, self.snapshot(), list(names)
+        )
+        return self._after_commit(result)
+
+    @eager
     def setProperties(self, properties: dict[str, str]) -> CommitResult:
         """Set table properties (ALTER TABLE SET TBLPROPERTIES); features they need are added."""
         result = table_changes.set_properties(
@@ -489,6 +500,7 @@ class DeltaTableBuilder:
         self._partitions: list[str] = []
         self._properties: dict[str, str] = {}
         self._comment: str | None = None
+        self._cluster_by: list[str] | None = None
 
     def tableName(self, identifier: str) -> DeltaTableBuilder:
         raise InvalidArgumentError(
@@ -545,6 +557,13 @@ class DeltaTableBuilder:
         self._partitions = list(names)
         return self
 
+    def clusterBy(self, *colNames: str) -> DeltaTableBuilder:
+        """Liquid clustering by these columns (delta-spark's `clusterBy`): OPTIMIZE then lays rows
+        out along a curve of them. A table cannot be both partitioned and clustered."""
+        names = colNames[0] if len(colNames) == 1 and isinstance(colNames[0], (list, tuple)) else colNames
+        self._cluster_by = list(names)
+        return self
+
     def property(self, key: str, value: str) -> DeltaTableBuilder:
         self._properties[key] = str(value)
         return self
@@ -564,6 +583,7 @@ class DeltaTableBuilder:
             self._partitions,
             self._properties,
             self._comment,
+            self._cluster_by,
         )
         table._after_commit(result)
         return table

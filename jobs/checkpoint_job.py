@@ -9,15 +9,16 @@ checkpoint, write a checkpoint of its latest version (a distributed write); then
 One failing table does not stop the others. A summary table is printed and a JSON summary written
 (`--output`, a local path or any Hadoop path such as s3a://...). The exit code is 1 if any table
 failed. Only the driver needs deltaspark installed (or shipped with `--py-files`): executors run
-plain DataFrame operations. The job itself lives in `deltaspark.maintenance.job`, so the same code also
-runs as the `deltaspark-checkpoint-job` console script or a Databricks Python wheel task.
+plain DataFrame operations. The job itself lives in `deltaspark.operations.maintenance_job`, so the
+same code also runs as the `deltaspark-checkpoint-job` console script or a Databricks Python wheel
+task. `--optimize` compacts each table first; `--vacuum` vacuums it last.
 """
 
 from __future__ import annotations
 
 import sys
 
-from deltaspark.maintenance.job import build_parser, main, maintain_table
+from deltaspark.operations.maintenance_job import build_parser, main, maintain_table
 
 __all__ = ["build_parser", "main", "maintain_table"]
 

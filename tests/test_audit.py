@@ -460,6 +460,12 @@ def test_hygiene_findings_on_a_hand_built_log(spark, log):
     assert report.passed and not _by_check(report, "warning")
     skew = [d for _, _, d in info["hygiene.partition_skew"]]
     assert len(skew) == 1 and skew[0].startswith('partition {"part":"9"} holds 2000000000 bytes')
+    small = sorted(d for _, _, d in info["hygiene.small_files"])
+    assert len(small) == 4 and small[1].startswith('partition {"part":"1"}: 2 of its files are under')
+    assert all(
+        d.endswith("(compaction candidate: dt.optimize().executeCompaction(), or deltaspark optimize PATH)")
+        for d in small
+    )
     coverage = sorted(d for _, _, d in info["hygiene.stats_coverage"] if d.startswith("column"))
     assert coverage == [
         "column id has min/max statistics in 10 of 11 files",  # not in the file without stats
@@ -467,7 +473,11 @@ def test_hygiene_findings_on_a_hand_built_log(spark, log):
     ]
     assert any(d == "1 of 11 files have no statistics" for _, _, d in info["hygiene.stats_coverage"])
     assert [(p.rsplit("/", 1)[-1], d) for _, p, d in info["hygiene.deletion_vectors"]] == [
-        ("dv.parquet", "6 of 10 rows deleted by its deletion vector (rewrite candidate)")
+        (
+            "dv.parquet",
+            "6 of 10 rows deleted by its deletion vector (rewrite candidate: "
+            "dt.optimize().purgeDeletionVectors(), or deltaspark optimize PATH --purge)",
+        )
     ]
     assert any("1 past the retention period" in d for _, _, d in info["hygiene.tombstones"])
     assert any(

@@ -263,3 +263,113 @@ def test_optimize_isolation_refusals_and_the_cli(spark, tmp_path, capsys):
     assert sorted(r[0] for r in table.toDF().collect()) == sorted(
         [b * 10 + i for b in range(3) for i in range(6) if b * 10 + i != 1] + [100]
     )
+
+
+@pytest.mark.one_suite("4.x")  # the log's rules; the curve itself runs on both lines in the Z-order test
+def test_liquid_clustering_is_created_recorded_and_optimized_incrementally(spark, tmp_path):
+    path = tmp_path / "t"
+    with pytest.raises(InvalidArgumentError, match="both partitioned and clustered"):
+        DeltaTable.create(spark).location(str(tmp_path / "p")).addColumn("x", "bigint").partitionedBy(
+            "x"
+        ).clusterBy("x").execute()
+    table = (
+        DeltaTable.create(spark)
+        .location(str(path))
+        .addColumn("x", "bigint")
+        .addColumn("y", "bigint")
+        .addColumn("i", "bigint")
+        .clusterBy("x", "y")
+        .property("delta.columnMapping.mode", "name")
+        .execute()
+    )
+    created = _actions(path, 0)
+    protocol = next(a["protocol"] for a in created if "protocol" in a)
+    assert {"clustering", "domainMetadata"} <= set(protocol["writerFeatures"])
+    schema = json.loads(next(a["metaData"] for a in created if "metaData" in a)["schemaString"])
+    physical = {f["name"]: f["metadata"]["delta.columnMapping.physicalName"] for f in schema["fields"]}
+    domain = next(a["domainMetadata"] for a in created if "domainMetadata" in a)
+    assert domain["domain"] == "delta.clustering"
+    assert json.loads(domain["configuration"]) == {"clusteringColumns": [[physical["x"]], [physical["y"]]]}
+    assert table.detail().first()["clusteringColumns"] == [physical["x"], physical["y"]]
+
+    rng = random.Random(9)
+    rows = [(rng.randrange(10**6), rng.randrange(10**6), i) for i in range(3000)]
+    for k in range(8):
+        write(spark.createDataFrame(rows[k::8], "x long, y long, i long").coalesce(1), str(path))
+    with pytest.raises(InvalidArgumentError, match="clustered table"):
+        table.optimize().executeZOrderBy("x")
+    total = sum(a["size_bytes"] for a in _live_files(path).values())
+    probes = [rows[k] for k in range(0, 3000, 300)]
+    with file_sizes(spark, total // 8 + 1):
+        metrics = table.optimize().executeCompaction().first()["metrics"]
+    version = table.snapshot().version
+    actions = _actions(path, version)
+    info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+    assert info["operation"] == "OPTIMIZE" and json.loads(info["operationParameters"]["clusterBy"]) == [
+        "x",
+        "y",
+    ]
+    clustered = {a["add"]["path"] for a in actions if "add" in a}
+    assert metrics["numFilesRemoved"] == 8 and len(clustered) == metrics["numFilesAdded"] >= 6
+    assert all(a["add"]["clusteringProvider"] == "liquid" for a in actions if "add" in a)
+    hits = [sum(_files_hit(path, physical[c], r[j]) for r in probes) / 10 for j, c in enumerate("xy")]
+    assert max(hits) <= 0.6 and sum(hits) / 2 <= 0.5, hits
+    assert sorted(tuple(r) for r in table.toDF().collect()) == sorted(rows)
+
+    # a merge adds unclustered files; the clustering domain stays; OPTIMIZE clusters only those
+    source = spark.createDataFrame(
+        [(5, 5, 10**6 + k) for k in range(3)] + [(rows[0][0], 1, 0)], "x long, y long, i long"
+    )
+    table.alias("t").merge(
+        source.alias("s"), "t.i = s.i"
+    ).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    rows = [(rows[0][0], 1, 0), *rows[1:], *[(5, 5, 10**6 + k) for k in range(3)]]
+    assert table.snapshot().domainMetadata().where("domain = 'delta.clustering'").count() == 1
+    live = table.snapshot().files().select("path", "clusteringProvider").collect()
+    unclustered = {r["path"] for r in live if r["clusteringProvider"] is None}
+    assert unclustered and len(unclustered) < len(live)
+    with file_sizes(spark, total // 8 + 1):
+        table.optimize().executeCompaction()
+    removed = {a["remove"]["path"] for a in _actions(path, table.snapshot().version) if "remove" in a}
+    assert removed == unclustered
+    assert all(r["clusteringProvider"] == "liquid" for r in table.snapshot().files().collect())
+    assert sorted(tuple(r) for r in table.toDF().collect()) == sorted(rows)
+    assert _rows_of(path) == sorted(rows)
+
+    # ALTER TABLE CLUSTER BY (y), then NONE: recorded; a table without columns compacts as usual
+    assert table.clusterBy("y") is not None and table.clusterBy("y") is None
+    assert table.detail().first()["clusteringColumns"] == [physical["y"]]
+    with pytest.raises(InvalidArgumentError, match="no such top-level column"):
+        table.clusterBy("nope")
+    table.clusterBy()
+    assert table.detail().first()["clusteringColumns"] == []
+    with file_sizes(spark, 1 << 30):
+        assert table.optimize().executeCompaction().first()["metrics"]["numFilesAdded"] == 1
+    assert _rows_of(path) == sorted(rows)
+    check_table(path)
+
+
+def test_the_maintenance_job_optimizes_before_it_checkpoints(spark, tmp_path, capsys):
+    from deltaspark.operations.maintenance_job import main as job
+
+    path = tmp_path / "t"
+    for batch in range(3):
+        write(
+            spark.createDataFrame([(batch, "x")], "id long, p string"),
+            str(path),
+            **({"partitionBy": ["p"]} if batch == 0 else {}),
+        )
+    output = tmp_path / "summary.json"
+    assert (
+        job(
+            [str(path), "--optimize", "--interval", "1", "--no-cleanup", "--output", str(output)], spark=spark
+        )
+        == 0
+    )
+    (table,) = json.loads(output.read_text())["tables"]
+    assert table["optimize"] == {**table["optimize"], "version": 3, "filesRemoved": 3, "filesAdded": 1}
+    assert (
+        table["version"] == 3 and table["checkpoint"]["version"] == 3
+    )  # the checkpoint lists the compacted file
+    assert "3->1" in capsys.readouterr().out
+    assert sorted(r[0] for r in DeltaTable.forPath(spark, str(path)).toDF().collect()) == [0, 1, 2]

@@ -483,7 +483,7 @@ def test_a_file_added_again_after_the_vacuums_snapshot_is_kept(spark, tmp_path):
 @pytest.mark.one_suite("4.x")
 def test_the_cli_lists_by_default_and_the_job_vacuums(spark, tmp_path, capsys):
     from deltaspark.cli import main as cli
-    from deltaspark.maintenance import job
+    from deltaspark.operations import maintenance_job as job
 
     log, deleted, _ = rich_table(tmp_path)
     before = on_disk(log.root)

@@ -125,7 +125,10 @@ def file_layout(ctx: AuditContext) -> DataFrame:
             F.col("partition"),
             F.lit(": "),
             F.col("small").cast("string"),
-            F.lit(f" of its files are under {small} bytes (compaction candidate)"),
+            F.lit(
+                f" of its files are under {small} bytes (compaction candidate: "
+                "dt.optimize().executeCompaction(), or deltaspark optimize PATH)"
+            ),
         ),
         value=F.col("small"),
     )
@@ -204,7 +207,10 @@ def deletion_vector_ratio(ctx: AuditContext) -> DataFrame:
         F.col("add.deletionVector.cardinality").cast("string"),
         F.lit(" of "),
         F.col("numRecords").cast("string"),
-        F.lit(" rows deleted by its deletion vector (rewrite candidate)"),
+        F.lit(
+            " rows deleted by its deletion vector (rewrite candidate: dt.optimize().purgeDeletionVectors(), "
+            "or deltaspark optimize PATH --purge)"
+        ),
     )
     return findings_of(
         files.where(ratio >= DV_REWRITE_RATIO),

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from deltaspark.audit.audit import LEVELS, audit_table
 from deltaspark.errors import TableNotFoundError
-from deltaspark.maintenance.job import table_paths, write_summary
+from deltaspark.maintenance.job_io import table_paths, write_summary
 from deltaspark.operations.write import write
 from deltaspark.snapshot import load_version
 from deltaspark.storage import storage_for

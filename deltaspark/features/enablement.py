@@ -45,7 +45,7 @@ WRITER_ONLY_FEATURES = frozenset(
     }
 )
 # Features deltaspark can add to a table's protocol on request (what its commits honour).
-ENABLEABLE_FEATURES = READER_WRITER_FEATURES - {"variantType"} | WRITER_ONLY_FEATURES - {"clustering"}
+ENABLEABLE_FEATURES = READER_WRITER_FEATURES - {"variantType"} | WRITER_ONLY_FEATURES
 DEPENDENCIES = {"rowTracking": ("domainMetadata",), "clustering": ("domainMetadata",)}
 
 # property -> (the value that enables, the feature it needs)

@@ -1,5 +1,2 @@
-"""Maintenance: writing checkpoints, metadata cleanup, and the scheduled job that runs both."""
-
-from deltaspark.maintenance.job import main
-
-__all__ = ["main"]
+"""Maintenance: writing checkpoints, metadata cleanup and vacuum (the scheduled job that runs them
+is `deltaspark.operations.maintenance_job`)."""

@@ -32,6 +32,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from deltaspark.errors import InvalidArgumentError
 from deltaspark.features.column_mapping import physical_name
 from deltaspark.features.stats import MIN_MAX_TYPES
 from deltaspark.features.table_properties import stats_column_names
@@ -175,3 +176,17 @@ def stats_json(leaves: list[Leaf], meaning: dict[str, tuple[tuple[str, ...], str
         if nested is not None:
             parts.append(nested.alias(name))
     return F.to_json(F.struct(*parts), _UTC_JSON)
+
+
+def check_layout_statistics(
+    names: list[str], schema: StructType, configuration: dict[str, str], table_path: str, verb: str
+) -> None:
+    """Refuse clustering or Z-order columns the table collects no statistics for (the protocol
+    requires them for clustering; without them neither layout lets a read skip a file)."""
+    indexed = {leaf.path[0].lower() for leaf in indexed_leaves(schema, configuration) if len(leaf.path) == 1}
+    missing = [name for name in names if name.lower() not in indexed]
+    if missing:
+        raise InvalidArgumentError(
+            f"Cannot {verb} {table_path} by {', '.join(missing)}: the table collects no statistics for "
+            "them (see delta.dataSkippingNumIndexedCols / delta.dataSkippingStatsColumns)"
+        )

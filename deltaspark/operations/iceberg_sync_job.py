@@ -28,7 +28,7 @@ from deltaspark.errors import IcebergTableNotFoundError
 from deltaspark.features import row_tracking
 from deltaspark.iceberg import table_metadata
 from deltaspark.log.paths import normalize_root
-from deltaspark.maintenance.job import table_paths, write_summary
+from deltaspark.maintenance.job_io import table_paths, write_summary
 from deltaspark.operations.iceberg_export import to_iceberg
 from deltaspark.snapshot import Snapshot, load_version
 from deltaspark.storage import storage_for

@@ -24,7 +24,8 @@ from deltaspark.errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
-from deltaspark.features.column_mapping import MODE_KEY, with_column_mapping
+from deltaspark.features import clustering
+from deltaspark.features.column_mapping import MODE_KEY, column_mapping_mode, with_column_mapping
 from deltaspark.features.enablement import (
     READER_WRITER_FEATURES,
     features_for_properties,
@@ -37,6 +38,7 @@ from deltaspark.features.metadata import Metadata, is_true
 from deltaspark.features.protocol import Protocol
 from deltaspark.features.row_tracking import ENABLED_KEY as ROW_TRACKING_KEY
 from deltaspark.features.table_properties import CONSTRAINT_PREFIX, check_user_properties
+from deltaspark.operations.file_stats import check_layout_statistics
 from deltaspark.operations.write import GENERATION_KEY, add_of, new_table_metadata, removes_of
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
@@ -58,8 +60,10 @@ def create_table(
     partition_by: list[str],
     properties: dict[str, str],
     comment: str | None,
+    cluster_by: list[str] | None = None,
 ) -> CommitResult | None:
-    """Create (or replace) the table; None when `createIfNotExists` found one."""
+    """Create (or replace) the table, clustered by `cluster_by` when given; None when
+    `createIfNotExists` found one."""
     if mode not in CREATE_MODES:
         raise InvalidArgumentError(f"mode must be one of {', '.join(CREATE_MODES)}")
     if snapshot is not None and mode == "create":
@@ -85,6 +89,11 @@ def create_table(
             resolve_expression(spark, schema, generation, what, table_path, cast_to=field.dataType)
     schema, configuration = with_column_mapping(schema, dict(properties), keep_names=False)
     features = features_for_properties(configuration) | features_for_schema(schema)
+    clustered = None
+    if cluster_by is not None:
+        clustered = clustering.resolve_columns(schema, cluster_by, partition_by, table_path)
+        check_layout_statistics([f.name for f in clustered], schema, configuration, table_path, "cluster")
+        features.add("clustering")
     current = snapshot.protocol if snapshot is not None else None
     protocol = required_protocol(current, features)
     configuration = stored_configuration(configuration)
@@ -92,8 +101,12 @@ def create_table(
     txn = Transaction(spark, storage, table_path, snapshot)
     txn.updateProtocol(protocol)
     txn.updateMetadata(metadata)
+    if clustered is not None:
+        mode = column_mapping_mode(protocol, metadata)
+        txn.addAction(clustering.domain_action(clustering.physical_paths(clustered, mode)))
     parameters: dict[str, Any] = {
         "partitionBy": list(partition_by),
+        "clusterBy": [f.name for f in clustered] if clustered is not None else None,
         "description": comment,
         "isManaged": "false",
         "properties": configuration,
@@ -264,6 +277,30 @@ def upgrade_protocol(
                 f"Features {', '.join(reader_features)} of {table_path} need reader version 3"
             )
     return _commit_protocol(spark, storage, table_path, snapshot, new)
+
+
+def cluster_by(
+    spark: SparkSession, storage: Storage, table_path: str, snapshot: Snapshot, columns: list[str]
+) -> CommitResult | None:
+    """ALTER TABLE CLUSTER BY (NONE when `columns` is empty): record the clustering columns, adding
+    the `clustering` feature when the table does not support it yet. Files are not rewritten:
+    the next OPTIMIZE clusters the files no clustering laid out. None when nothing changes."""
+    fields = clustering.resolve_columns(snapshot.schema, columns, snapshot.partitionColumns, table_path)
+    check_layout_statistics(
+        [f.name for f in fields], snapshot.schema, snapshot.configuration, table_path, "cluster"
+    )
+    old = clustering.clustering_fields(snapshot)
+    protocol = required_protocol(snapshot.protocol, {"clustering"})
+    if protocol == snapshot.protocol and [f.name for f in old] == [f.name for f in fields]:
+        return None
+    txn = Transaction(spark, storage, table_path, snapshot)
+    txn.updateProtocol(protocol)
+    txn.addAction(clustering.domain_action(clustering.physical_paths(fields, snapshot.columnMappingMode)))
+    parameters = {
+        "oldClusteringColumns": ",".join(f.name for f in old),
+        "newClusteringColumns": ",".join(f.name for f in fields),
+    }
+    return txn.commit("CLUSTER BY", parameters, dataChange=False)
 
 
 def _commit_protocol(

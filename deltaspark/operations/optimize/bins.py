@@ -10,7 +10,10 @@ of files is planned on the cluster; the driver holds totals only.
   A bin of one file without a deletion vector would be rewritten as it is: it is left alone.
 - Purge (`REORG ... APPLY (PURGE)`): every file with a deletion vector, alone or binned as above.
 - Z-order: every file of each partition, one group per partition (the rows are then laid out
-  along the curve into `maxFileSize` files, see `zorder`).
+  along the curve into `maxFileSize` files, see `layout`).
+- Clustering (OPTIMIZE on a clustered table, which is never partitioned): every file that no
+  clustering laid out (`clusteringProvider` unset), in one group; files already clustered are left
+  alone, whatever their size (incremental clustering).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ MAX_DELETED_ROWS_RATIO_CONF = "spark.databricks.delta.optimize.maxDeletedRowsRat
 DEFAULT_FILE_SIZE = 1024**3
 DEFAULT_DELETED_ROWS_RATIO = 0.05
 
-COMPACTION, ZORDER, PURGE = "compaction", "zorder", "purge"
+COMPACTION, ZORDER, PURGE, CLUSTER = "compaction", "zorder", "purge", "cluster"
+CURVE_KINDS = (ZORDER, CLUSTER)  # rows laid out along a curve, one group per partition
 BIN = "__deltaspark_bin"  # the bin (0, 1, ... across the table) a rewritten file belongs to
 PARTITION = "__deltaspark_partition"  # the file's partition values, as one comparable string
 
@@ -70,6 +74,8 @@ def binned_files(files: DataFrame, kind: str, sizes: BinSizes) -> DataFrame:
     has_dv = F.col("deletionVector").isNotNull()
     if kind == ZORDER:
         chosen = files.withColumn("__group", F.lit(0))
+    elif kind == CLUSTER:
+        chosen = files.where(F.col("clusteringProvider").isNull()).withColumn("__group", F.lit(0))
     else:
         if kind == PURGE:
             wanted = has_dv
@@ -84,7 +90,7 @@ def binned_files(files: DataFrame, kind: str, sizes: BinSizes) -> DataFrame:
     chosen = chosen.withColumn("__files", F.count(F.lit(1)).over(group)).withColumn(
         "__dvs", F.count(F.col("deletionVector")).over(group)
     )
-    if kind != ZORDER:
+    if kind not in CURVE_KINDS:
         chosen = chosen.where((F.col("__files") > 1) | (F.col("__dvs") > 0))
     # dense bin numbers: one small window over the bins' keys, joined back
     keys = chosen.select(PARTITION, "__group").distinct()

@@ -20,12 +20,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltaspark.errors import InvalidArgumentError
+from deltaspark.features.clustering import PROVIDER, clustering_fields
 from deltaspark.features.expressions import resolve_expression
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.operations.delete import materialized_row_tracking
+from deltaspark.operations.file_stats import check_layout_statistics
 from deltaspark.operations.optimize.bins import (
     BIN,
+    CLUSTER,
     COMPACTION,
+    CURVE_KINDS,
     PARTITION,
     PURGE,
     ZORDER,
@@ -38,6 +42,8 @@ from deltaspark.operations.optimize.layout import (
     one_task_per_bin,
     quantile_boundaries,
     rank_bits,
+    rank_of,
+    sort_key,
 )
 from deltaspark.operations.write import (
     WrittenFiles,
@@ -48,6 +54,7 @@ from deltaspark.operations.write import (
 )
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
+from deltaspark.spark_compat import small_file_reads
 from deltaspark.storage import Storage
 from deltaspark.transaction.transaction import CommitResult, Transaction
 
@@ -91,20 +98,28 @@ def _zorder_columns(snapshot: Snapshot, columns: list[str], table_path: str) -> 
         found.append(by_name[column.lower()])
     if len(set(found)) != len(found):
         raise InvalidArgumentError(f"Z-order columns of {table_path} repeat: {columns}")
+    check_layout_statistics(found, snapshot.schema, snapshot.configuration, table_path, "Z-order")
     return found
 
 
-def _unchanged(written: WrittenFiles, spark: SparkSession) -> tuple[DataFrame | None, list[Any] | None]:
-    """The written adds marked `dataChange=false` (the rows only moved)."""
+def _unchanged(
+    written: WrittenFiles, spark: SparkSession, provider: str | None
+) -> tuple[DataFrame | None, list[Any] | None]:
+    """The written adds marked `dataChange=false` (the rows only moved), and with `provider` as
+    their `clusteringProvider` when clustering laid them out."""
     if written.lines is not None:
         lines = []
         for line, records in written.lines:
             action = json.loads(line)
             action["add"]["dataChange"] = False
+            if provider:
+                action["add"]["clusteringProvider"] = provider
             lines.append((json.dumps(action, separators=(",", ":")), records))
         return None, lines
-    adds = written.adds_frame(spark)
-    return adds.withColumn("add", F.col("add").withField("dataChange", F.lit(False))), None
+    add = F.col("add").withField("dataChange", F.lit(False))
+    if provider:
+        add = add.withField("clusteringProvider", F.lit(provider))
+    return written.adds_frame(spark).withColumn("add", add), None
 
 
 def optimize(
@@ -120,37 +135,61 @@ def optimize(
     selects (a predicate over partition columns; every partition when None)."""
     started = int(time.time() * 1000)
     check_writable_rows(snapshot.protocol, snapshot.metadata, table_path)
-    columns = _zorder_columns(snapshot, list(zorder_by or []), table_path) if kind == ZORDER else []
-    if kind == ZORDER and not columns:
+    clustered_by = clustering_fields(snapshot)
+    if snapshot.protocol.hasFeature("clustering") and kind == ZORDER:
+        raise InvalidArgumentError(
+            f"Cannot Z-order {table_path}: it is a clustered table; OPTIMIZE (executeCompaction) "
+            "clusters it by its clustering columns (change them with clusterBy)"
+        )
+    if clustered_by and kind == COMPACTION:
+        kind, zorder_by = CLUSTER, [f.name for f in clustered_by]
+    columns = _zorder_columns(snapshot, list(zorder_by or []), table_path) if kind in CURVE_KINDS else []
+    if kind in CURVE_KINDS and not columns:
         raise InvalidArgumentError(f"Z-order of {table_path} needs at least one column")
     if where is not None:
         check_partition_only(where, snapshot.metadata, table_path, "OPTIMIZE's where")
         resolve_expression(spark, snapshot.schema, where, "OPTIMIZE's where", table_path)
-    sizes = BinSizes.of(spark)
+    request = _Request(
+        spark, storage, table_path, snapshot, where, kind, columns, BinSizes.of(spark), started
+    )
     considered = (snapshot.files(where) if where is not None else snapshot.files()).persist()
     cached: list[Any] = [considered]
     try:
-        return _run(
-            spark, storage, table_path, snapshot, where, kind, columns, sizes, considered, cached, started
-        )
+        return _run(request, considered, cached)
     finally:
         for frame in cached:
             frame.unpersist()
 
 
-def _run(
-    spark: SparkSession,
-    storage: Storage,
-    table_path: str,
-    snapshot: Snapshot,
-    where: Any,
-    kind: str,
-    columns: list[str],
-    sizes: BinSizes,
-    considered: DataFrame,
-    cached: list[Any],
-    started: int,
-) -> OptimizeOutcome:
+@dataclass(frozen=True)
+class _Request:
+    """One OPTIMIZE's inputs, checked."""
+
+    spark: SparkSession
+    storage: Storage
+    table_path: str
+    snapshot: Snapshot
+    where: Any
+    kind: str
+    columns: list[str]  # Z-order or clustering columns
+    sizes: BinSizes
+    started: int
+
+
+def _run(request: _Request, considered: DataFrame, cached: list[Any]) -> OptimizeOutcome:
+    spark, storage, table_path, snapshot = (
+        request.spark,
+        request.storage,
+        request.table_path,
+        request.snapshot,
+    )
+    where, kind, columns, sizes, started = (
+        request.where,
+        request.kind,
+        request.columns,
+        request.sizes,
+        request.started,
+    )
     binned = binned_files(considered, kind, sizes).persist()
     cached.append(binned)
     row = binned.agg(
@@ -163,6 +202,7 @@ def _run(
         F.count(F.col("deletionVector")),
         F.sum("deletionVector.cardinality"),
         F.sum("stats_parsed.numRecords"),
+        F.count(F.when(F.col("stats_parsed.numRecords").isNull(), 1)),
     ).first()
     considered_files = considered.count()
     removed, removed_bytes = int(row[0]), int(row[1] or 0)
@@ -177,7 +217,7 @@ def _run(
         "numBatches": 1 if removed else 0,
         "totalConsideredFiles": considered_files,
         "totalFilesSkipped": considered_files - removed,
-        "preserveInsertionOrder": kind != ZORDER,
+        "preserveInsertionOrder": kind not in CURVE_KINDS,
         "numFilesSkippedToReduceWriteAmplification": 0,
         "numBytesSkippedToReduceWriteAmplification": 0,
         "startTimeMs": started,
@@ -218,7 +258,9 @@ def _run(
 
     tracked = row_tracking_enabled(snapshot.protocol, snapshot.metadata)
     hidden: tuple[str, ...] = materialized_row_tracking(snapshot) if tracked else ()
-    rows = read_files(snapshot, binned, row_tracking=tracked, carry=[BIN])
+    curve = kind in CURVE_KINDS
+    # compaction needs each row's bin (its file's); a curve's groups are the partitions themselves
+    rows = read_files(snapshot, binned, row_tracking=tracked, carry=[] if curve else [BIN])
     # each row's id and commit version taken as plain columns before any shuffle
     rows = rows.select(
         *[F.col(f"`{f.name}`") for f in snapshot.schema.fields],
@@ -226,33 +268,35 @@ def _run(
             F.col(f"_metadata.{source}").alias(name)
             for source, name in zip(("row_id", "row_commit_version"), hidden, strict=False)
         ],
-        F.col(BIN),
+        *([] if curve else [F.col(BIN)]),
     )
-    if kind == ZORDER:
-        live_rows = int(row[8] or 0) - int(row[7] or 0)
+    if curve:
+        # rows to sample from: from the statistics, or counted when a file has none
+        live_rows = int(row[8] or 0) - int(row[7] or 0) if not row[9] else rows.count()
         bits = rank_bits(len(columns))
-        boundaries = quantile_boundaries(rows, columns, live_rows, bits)
-        types = [snapshot.schema[c].dataType for c in columns]
+        keys = [sort_key(F.col(f"`{c}`"), snapshot.schema[c].dataType) for c in columns]
+        boundaries = quantile_boundaries(rows, [key for key, _ in keys], live_rows, bits)
+        ranks = [rank_of(key, numeric, cuts) for (key, numeric), cuts in zip(keys, boundaries, strict=True)]
         per_partition = binned.groupBy(BIN).agg(F.sum("size").alias("size"))
         files = int(per_partition.agg(F.sum(files_for(F.col("size"), sizes.max_file_size))).first()[0])
-        laid = along_curve(rows, columns, types, boundaries, files, bits)
+        laid = along_curve(rows, list(snapshot.partitionColumns), ranks, files, bits)
     else:
-        laid = one_task_per_bin(rows, bins)
-    laid = laid.drop(BIN)
-    written = write_data_files(
-        spark,
-        snapshot.tableRoot,
-        snapshot.schema,
-        snapshot.partitionColumns,
-        snapshot.configuration,
-        laid,
-        check_rows=False,
-        mode=snapshot.columnMappingMode,
-        hidden_columns=hidden,
-        storage=storage,
-    )
+        laid = one_task_per_bin(rows, bins).drop(BIN)
+    with small_file_reads(spark, removed_bytes // removed):
+        written = write_data_files(
+            spark,
+            snapshot.tableRoot,
+            snapshot.schema,
+            snapshot.partitionColumns,
+            snapshot.configuration,
+            laid,
+            check_rows=False,
+            mode=snapshot.columnMappingMode,
+            hidden_columns=hidden,
+            storage=storage,
+        )
     cached.append(written)
-    adds, lines = _unchanged(written, spark)
+    adds, lines = _unchanged(written, spark, PROVIDER if kind == CLUSTER else None)
     txn.addFiles(adds, written.files, lines)  # type: ignore[arg-type]
     added_sizes = _added_sizes(written, spark)
     metrics["numFilesAdded"] = written.files
@@ -283,7 +327,12 @@ def _run(
             "REORG", {"predicate": predicate, "applyPurge": "true"}, commit_metrics, dataChange=False
         )
     else:
-        parameters = {"predicate": predicate, "zOrderBy": columns, "clusterBy": [], "auto": False}
+        parameters = {
+            "predicate": predicate,
+            "zOrderBy": columns if kind == ZORDER else [],
+            "clusterBy": columns if kind == CLUSTER else [],
+            "auto": False,
+        }
         commit = txn.commit("OPTIMIZE", parameters, commit_metrics, dataChange=False)
     log.info(
         "OPTIMIZE of %s committed version %d: %d file(s) removed, %d added",
@@ -301,6 +350,3 @@ def _added_sizes(written: WrittenFiles, spark: SparkSession) -> tuple[int | None
         return (min(sizes), max(sizes)) if sizes else (None, None)
     row = written.adds_frame(spark).agg(F.min("add.size"), F.max("add.size")).first()
     return row[0], row[1]
-
-
-KINDS = (COMPACTION, ZORDER, PURGE)

@@ -9,7 +9,10 @@ script / Databricks Python wheel task entry point, or call `main(argv, spark=spa
 For each table: when it has at least `delta.checkpointInterval` (default 10) commits since its last
 checkpoint, write a checkpoint of its latest version (a distributed write); then clean up its log
 (files older than `delta.logRetentionDuration`, default 30 days, that no retained version needs);
-with `--vacuum` (or `--vacuum-lite`), vacuum it (`deltaspark.maintenance.vacuum`).
+with `--optimize`, first compact it (OPTIMIZE: small files bin-packed, files with many deleted
+rows rewritten, a clustered table's new files clustered; `deltaspark.operations.optimize`), so that
+the checkpoint written next already lists the compacted files; with `--vacuum` (or
+`--vacuum-lite`), vacuum it last (`deltaspark.maintenance.vacuum`).
 One failing table does not stop the others. A summary table is printed and a JSON summary written
 (`--output`, a local path or any Hadoop path such as s3a://...). The exit code is 1 if any table
 failed. Only the driver needs deltaspark installed: executors run plain DataFrame operations.
@@ -18,7 +21,6 @@ failed. Only the driver needs deltaspark installed: executors run plain DataFram
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import time
 from collections.abc import Sequence
@@ -27,20 +29,14 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from deltaspark.maintenance.checkpoint_writer import protected_before_version, write_checkpoint
+from deltaspark.maintenance.job_io import table_paths, write_summary
 from deltaspark.maintenance.log_cleanup import cleanup_log
 from deltaspark.maintenance.vacuum import vacuum
+from deltaspark.operations.optimize.execute import optimize
 from deltaspark.snapshot import load_version
-from deltaspark.storage import HadoopStorage, storage_for
+from deltaspark.storage import storage_for
 
 DEFAULT_CHECKPOINT_INTERVAL = 10
-
-
-def table_paths(args: argparse.Namespace) -> list[str]:
-    paths = list(args.paths)
-    if args.paths_file:
-        with open(args.paths_file, encoding="utf-8") as fh:
-            paths += [line.strip() for line in fh if line.strip() and not line.lstrip().startswith("#")]
-    return paths
 
 
 def maintain_table(spark, path: str, args: argparse.Namespace) -> dict[str, Any]:  # noqa: ANN001
@@ -48,6 +44,19 @@ def maintain_table(spark, path: str, args: argparse.Namespace) -> dict[str, Any]
     started = time.time()
     storage = storage_for(spark)
     snapshot = load_version(spark, storage, path)
+    optimized = None
+    if args.optimize:
+        outcome = optimize(spark, storage, path, snapshot)
+        m = outcome.metrics
+        optimized = {
+            "version": outcome.commit.version if outcome.commit is not None else None,
+            "filesRemoved": m["numFilesRemoved"],
+            "filesAdded": m["numFilesAdded"],
+            "bytesRemoved": m["filesRemoved"]["totalSize"],
+            "bytesAdded": m["filesAdded"]["totalSize"],
+        }
+        if outcome.commit is not None:
+            snapshot = load_version(spark, storage, path)
     interval = args.interval or int(
         snapshot.configuration.get("delta.checkpointInterval", DEFAULT_CHECKPOINT_INTERVAL)
     )
@@ -58,6 +67,7 @@ def maintain_table(spark, path: str, args: argparse.Namespace) -> dict[str, Any]
         "lastCheckpoint": last,
         "commitsSinceCheckpoint": since,
         "checkpointInterval": interval,
+        "optimize": optimized,
         "checkpoint": None,
         "cleanup": None,
         "vacuum": None,
@@ -82,7 +92,8 @@ def maintain_table(spark, path: str, args: argparse.Namespace) -> dict[str, Any]
 def _print_summary(results: list[dict[str, Any]]) -> None:
     width = max(len("table"), *(len(r["path"]) for r in results))
     print(
-        f"{'table'.ljust(width)}  status   version  since  checkpoint              cleaned  vacuumed  seconds"
+        f"{'table'.ljust(width)}  status   version  since  optimized  checkpoint              "
+        "cleaned  vacuumed  seconds"
     )
     for r in results:
         if r["status"] != "ok":
@@ -93,24 +104,17 @@ def _print_summary(results: list[dict[str, Any]]) -> None:
         cleanup = r["cleanup"]
         cleaned = "-" if cleanup is None else str(cleanup["numFiles"])
         vacuumed = "-" if r.get("vacuum") is None else str(r["vacuum"]["deleted"])
+        opt = r.get("optimize")
+        optimized = "-" if opt is None else f"{opt['filesRemoved']}->{opt['filesAdded']}"
         print(
             f"{r['path'].ljust(width)}  ok       {r['version']:>7}  {r['commitsSinceCheckpoint']:>5}  "
-            f"{written:<22}  {cleaned:>7}  {vacuumed:>8}  {r['seconds']:>7}"
+            f"{optimized:>9}  {written:<22}  {cleaned:>7}  {vacuumed:>8}  {r['seconds']:>7}"
         )
     for r in results:
         for warning in (r.get("cleanup") or {}).get("warnings") or []:
             print(f"warning: {r['path']}: {warning}")
     failed = sum(r["status"] != "ok" for r in results)
     print(f"{len(results)} table(s): {len(results) - failed} ok, {failed} failed")
-
-
-def write_summary(spark, location: str, document: dict[str, Any]) -> None:  # noqa: ANN001
-    text = json.dumps(document, indent=2, default=str)
-    if "://" in location or location.startswith(("s3a:", "s3:", "gs:", "abfss:", "hdfs:", "dbfs:")):
-        HadoopStorage(spark).write_text(location, text, overwrite=True)
-    else:
-        with open(location, "w", encoding="utf-8") as fh:
-            fh.write(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--actions-per-part", type=int, help="file actions per checkpoint part or sidecar")
     parser.add_argument("--no-cleanup", action="store_true", help="only checkpoint; keep every log file")
     parser.add_argument("--dry-run-cleanup", action="store_true", help="list expired log files, delete none")
+    parser.add_argument(
+        "--optimize",
+        action="store_true",
+        help="first compact each table (OPTIMIZE; clusters clustered tables)",
+    )
     parser.add_argument(
         "--vacuum", action="store_true", help="then vacuum each table (deletes data files past retention)"
     )
