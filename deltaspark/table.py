@@ -610,11 +610,13 @@ def write(
     properties: dict[str, str] | None = None,
     mergeSchema: bool = False,
     overwriteSchema: bool = False,
+    clusterBy: list[str] | None = None,
 ) -> CommitResult | None:
     """Write a DataFrame to the Delta table at `path` (created if absent): `mode` is append,
     overwrite (with `replaceWhere` over partition columns: replace only those partitions),
     error/errorifexists or ignore. `txnAppId`/`txnVersion` make the write idempotent;
-    `mergeSchema` adds new columns; `overwriteSchema` (overwrite) replaces schema and partitioning.
+    `mergeSchema` adds new columns; `overwriteSchema` (overwrite) replaces schema and partitioning;
+    `clusterBy` creates the table clustered by those columns (liquid clustering).
     Returns the commit, or None when nothing was committed."""
     spark = df.sparkSession
     table = DeltaTable(spark, path)
@@ -633,5 +635,6 @@ def write(
         properties,
         mergeSchema,
         overwriteSchema,
+        clusterBy,
     )
     return table._after_commit(result)

@@ -151,3 +151,26 @@ def test_append_only_tables_refuse_deletes(spark, tmp_path):
     with pytest.raises(AppendOnlyTableError):
         DeltaTable.forPath(spark, str(path)).delete("id = 1")
     assert not list(path.glob("deletion_vector_*.bin"))  # refused before any work
+
+
+def test_deletes_and_updates_through_the_distributed_reader(spark, tmp_path):
+    """Above `spark.deltaspark.read.maxDriverFiles` files (and for type-widened tables on Spark
+    3.5) rows are read by the executors: the file each row came from and its position must come
+    along for deletion vectors and rewrites, as with Spark's own scan."""
+    path = tmp_path / "t"
+    properties = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
+    for batch in range(2):
+        frame = spark.createDataFrame([(batch * 10 + i, "v") for i in range(5)], "id long, s string")
+        write(frame.coalesce(1), str(path), properties=properties if batch == 0 else None)
+    table = DeltaTable.forPath(spark, str(path))
+    spark.conf.set("spark.deltaspark.read.maxDriverFiles", "0")
+    try:
+        table.delete("id IN (1, 12)")
+        table.update("id = 3", {"s": "'updated'"})
+        rows = sorted(tuple(r) for r in table.toDF().collect())
+    finally:
+        spark.conf.unset("spark.deltaspark.read.maxDriverFiles")
+    expected = [(i, "updated" if i == 3 else "v") for i in (0, 2, 3, 4, 10, 11, 13, 14)]
+    assert rows == expected
+    assert _delta_rs_ids(path) == [r[0] for r in expected]
+    check_table(path)

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 
 from deltaspark import DeltaTable
 from deltaspark.errors import ConcurrentDeleteReadError, InvalidArgumentError
@@ -47,8 +48,9 @@ def _live_files(path: Path) -> dict[str, dict[str, Any]]:
     return {a["path"]: a for a in pa.table(table.get_add_actions(flatten=True)).to_pylist()}
 
 
-def _rows_of(path: Path) -> list[tuple]:
-    data = deltalake.QueryBuilder().register("t", deltalake.DeltaTable(str(path))).execute("SELECT * FROM t")
+def _rows_of(path: Path, version: int | None = None) -> list[tuple]:
+    table = deltalake.DeltaTable(str(path), version=version)
+    data = deltalake.QueryBuilder().register("t", table).execute("SELECT * FROM t")
     return sorted(tuple(r.values()) for r in pa.table(data.read_all()).to_pylist())
 
 
@@ -119,7 +121,7 @@ def test_compaction_bins_files_per_partition_and_changes_no_row(spark, tmp_path)
     assert metrics["filesRemoved"]["totalSize"] == sum(before[p]["size_bytes"] for p in removed)
     assert metrics["totalConsideredFiles"] == len(before)
     assert metrics["partitionsOptimized"] == len({before[b[0]]["partition.part"] for b in bins})
-    assert _rows_of(path) == rows_before
+    assert _rows_of(path) == rows_before == _rows_of(path, version - 1)
     assert sorted(table.toDF().collect()) == sorted(spark.createDataFrame(rows_before, schema).collect())
     # OPTIMIZE writes no change data: the feed between the versions around it is empty
     assert table.changes(version, version).count() == 0
@@ -254,9 +256,13 @@ def test_optimize_isolation_refusals_and_the_cli(spark, tmp_path, capsys):
         optimize(spark, table._storage, table._path, stale, "part = 1")
     assert table.snapshot().version == version
     assert 1 not in [r[0] for r in table.toDF().collect()]
-    check_table(path)
+    # another OPTIMIZE of the same files landed first: a named conflict too
+    stale = table.snapshot()
     assert cli(["optimize", str(path), "--where", "part = 1"]) == 0
     assert "Rewrote 3 file(s)" in capsys.readouterr().out
+    with pytest.raises(ConcurrentDeleteReadError):
+        optimize(spark, table._storage, table._path, stale, "part = 1")
+    check_table(path)
     assert cli(["optimize", str(path), "--where", "part = 1"]) == 0
     assert "Nothing to rewrite among 1 file(s)" in capsys.readouterr().out
     assert cli(["optimize", str(path), "--purge", "--zorder-by", "id"]) == 2
@@ -373,3 +379,56 @@ def test_the_maintenance_job_optimizes_before_it_checkpoints(spark, tmp_path, ca
     )  # the checkpoint lists the compacted file
     assert "3->1" in capsys.readouterr().out
     assert sorted(r[0] for r in DeltaTable.forPath(spark, str(path)).toDF().collect()) == [0, 1, 2]
+
+
+@pytest.mark.one_suite("4.x")  # the log's rules, as in the clustering test above
+def test_writes_create_clustered_tables_and_keep_their_clustering_columns(spark, tmp_path):
+    path = tmp_path / "t"
+    frame = spark.createDataFrame([(1, "a", 10), (2, "b", 20)], "x long, s string, z long")
+    write(frame, str(path), clusterBy=["x"], properties={"delta.columnMapping.mode": "name"})
+    table = DeltaTable.forPath(spark, str(path))
+
+    def physical(name: str) -> str:
+        field = next(f for f in table.snapshot().schema.fields if f.name == name)
+        return field.metadata["delta.columnMapping.physicalName"]
+
+    assert table.detail().first()["clusteringColumns"] == [physical("x")]
+    with pytest.raises(InvalidArgumentError, match="clusterBy applies to a new table"):
+        write(frame, str(path), clusterBy=["s"])
+    with pytest.raises(InvalidArgumentError, match="both partitioned and clustered"):
+        write(frame, str(path), mode="overwrite", overwriteSchema=True, partitionBy=["s"])
+    with pytest.raises(InvalidArgumentError, match="no such top-level column"):
+        write(frame.drop("x"), str(path), mode="overwrite", overwriteSchema=True)
+    before = physical("x")
+    # a new schema keeping x: new physical names under column mapping, recorded again
+    write(
+        frame.select("x", F.col("z").cast("string").alias("z")),
+        str(path),
+        mode="overwrite",
+        overwriteSchema=True,
+    )
+    assert physical("x") != before
+    assert table.detail().first()["clusteringColumns"] == [physical("x")]
+    with file_sizes(spark, 1 << 30):
+        table.optimize().executeCompaction()
+    assert sorted(tuple(r) for r in table.toDF().collect()) == [(1, "10"), (2, "20")]
+    assert _rows_of(path) == [(1, "10"), (2, "20")]
+    check_table(path)
+
+
+def test_compaction_writes_widened_columns_as_their_current_type(spark, tmp_path):
+    path = tmp_path / "t"
+    write(
+        spark.createDataFrame([(1, 10)], "id long, n int"),
+        str(path),
+        properties={"delta.enableTypeWidening": "true"},
+    )
+    write(spark.createDataFrame([(2, 2**40)], "id long, n long"), str(path), mergeSchema=True)
+    table = DeltaTable.forPath(spark, str(path))
+    assert table.snapshot().schema["n"].dataType.simpleString() == "bigint"
+    table.optimize().executeCompaction()
+    (added,) = [a["add"] for a in _actions(path, table.snapshot().version) if "add" in a]
+    assert str(pq.read_schema(str(path / added["path"])).field("n").type) == "int64"
+    # (delta-rs 1.6 cannot read typeWidening tables: the file's own type is the check)
+    assert sorted(tuple(r) for r in table.toDF().collect()) == [(1, 10), (2, 2**40)]
+    check_table(path)

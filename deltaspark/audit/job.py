@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from deltaspark.audit.audit import LEVELS, audit_table
 from deltaspark.errors import TableNotFoundError
-from deltaspark.maintenance.job_io import table_paths, write_summary
+from deltaspark.maintenance.job_io import start_job, write_summary
 from deltaspark.operations.write import write
 from deltaspark.snapshot import load_version
 from deltaspark.storage import storage_for
@@ -66,17 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, spark=None) -> int:  # noqa: ANN001
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    paths = table_paths(args)
-    if not paths:
-        parser.error("give table paths or --paths-file")
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("deltaspark").setLevel(logging.INFO if args.verbose else logging.WARNING)
-    if spark is None:
-        from pyspark.sql import SparkSession
-
-        spark = SparkSession.builder.appName("deltaspark-audit-job").getOrCreate()
+    args, paths, spark = start_job(build_parser(), argv, spark, "deltaspark-audit-job")
     storage = storage_for(spark)
     run_id, run_at = str(uuid.uuid4()), dt.datetime.now(dt.timezone.utc)
     started = time.time()

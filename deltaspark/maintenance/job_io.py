@@ -1,9 +1,13 @@
-"""What the scheduled jobs share: the tables they were given, and where their JSON summary goes."""
+"""What the scheduled jobs share: their start (arguments, logging, session), the tables they were
+given, the loop that keeps going past a failing table, and where their JSON summary goes."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from deltaspark.storage import HadoopStorage
@@ -24,3 +28,47 @@ def write_summary(spark, location: str, document: dict[str, Any]) -> None:  # no
     else:
         with open(location, "w", encoding="utf-8") as fh:
             fh.write(text)
+
+
+def start_job(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, spark: Any, app_name: str
+) -> tuple[argparse.Namespace, list[str], Any]:
+    """Parse the arguments (table paths required), set deltaspark's log level (`-v`: INFO), and
+    return the session (`spark`, or one created as `app_name`)."""
+    args = parser.parse_args(argv)
+    paths = table_paths(args)
+    if not paths:
+        parser.error("give table paths or --paths-file")
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("deltaspark").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.appName(app_name).getOrCreate()
+    return args, paths, spark
+
+
+def each_table(paths: list[str], work: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """`work` on every table in turn, printing progress; a failing table is reported (`status`
+    failed, the error named) and the others still run."""
+    results: list[dict[str, Any]] = []
+    for path in paths:
+        print(f"[{len(results) + 1}/{len(paths)}] {path}", flush=True)
+        try:
+            results.append({"path": path, "status": "ok", **work(path)})
+        except Exception as exc:  # one broken table must not stop the others
+            results.append({"path": path, "status": "failed", "error": f"{type(exc).__name__}: {exc}"})
+    return results
+
+
+def finish_job(spark: Any, output: str | None, results: list[dict[str, Any]], started: float) -> int:
+    """Write the JSON summary (when `output` is given); the exit code: 1 if any table failed."""
+    if output:
+        summary = {
+            "tables": results,
+            "ok": sum(r["status"] == "ok" for r in results),
+            "failed": sum(r["status"] != "ok" for r in results),
+            "seconds": round(time.time() - started, 2),
+        }
+        write_summary(spark, output, summary)
+    return 1 if any(r["status"] != "ok" for r in results) else 0

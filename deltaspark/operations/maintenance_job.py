@@ -21,7 +21,6 @@ failed. Only the driver needs deltaspark installed: executors run plain DataFram
 from __future__ import annotations
 
 import argparse
-import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -29,7 +28,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from deltaspark.maintenance.checkpoint_writer import protected_before_version, write_checkpoint
-from deltaspark.maintenance.job_io import table_paths, write_summary
+from deltaspark.maintenance.job_io import each_table, finish_job, start_job
 from deltaspark.maintenance.log_cleanup import cleanup_log
 from deltaspark.maintenance.vacuum import vacuum
 from deltaspark.operations.optimize.execute import optimize
@@ -145,33 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, spark=None) -> int:  # noqa: ANN001
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    paths = table_paths(args)
-    if not paths:
-        parser.error("give table paths or --paths-file")
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("deltaspark").setLevel(logging.INFO if args.verbose else logging.WARNING)
-    if spark is None:
-        from pyspark.sql import SparkSession
-
-        spark = SparkSession.builder.appName("deltaspark-checkpoint-job").getOrCreate()
-
+    args, paths, spark = start_job(build_parser(), argv, spark, "deltaspark-checkpoint-job")
     started = time.time()
-    results = []
-    for path in paths:
-        print(f"[{len(results) + 1}/{len(paths)}] {path}", flush=True)
-        try:
-            results.append({"path": path, "status": "ok", **maintain_table(spark, path, args)})
-        except Exception as exc:  # one broken table must not stop the maintenance of the others
-            results.append({"path": path, "status": "failed", "error": f"{type(exc).__name__}: {exc}"})
+    results = each_table(paths, lambda path: maintain_table(spark, path, args))
     _print_summary(results)
-    if args.output:
-        summary = {
-            "tables": results,
-            "ok": sum(r["status"] == "ok" for r in results),
-            "failed": sum(r["status"] != "ok" for r in results),
-            "seconds": round(time.time() - started, 2),
-        }
-        write_summary(spark, args.output, summary)
-    return 1 if any(r["status"] != "ok" for r in results) else 0
+    return finish_job(spark, args.output, results, started)

@@ -37,6 +37,7 @@ from deltaspark.errors import (
     TableAlreadyExistsError,
     UnsupportedWriterFeatureError,
 )
+from deltaspark.features import clustering
 from deltaspark.features.column_mapping import (
     column_mapping_mode,
     physical_field,
@@ -58,7 +59,12 @@ from deltaspark.features.protocol import Protocol
 from deltaspark.features.schema_evolution import fits, merge_schemas
 from deltaspark.features.table_properties import check_user_properties
 from deltaspark.log import action_schemas as schemas
-from deltaspark.operations.file_stats import indexed_leaves, stats_aggregates, stats_json
+from deltaspark.operations.file_stats import (
+    check_layout_statistics,
+    indexed_leaves,
+    stats_aggregates,
+    stats_json,
+)
 from deltaspark.operations.footer_stats import footer_adds, footer_route
 from deltaspark.read.predicates import from_filter, references
 from deltaspark.snapshot import Snapshot
@@ -568,11 +574,13 @@ def write(
     properties: dict[str, str] | None = None,
     mergeSchema: bool = False,
     overwriteSchema: bool = False,
+    clusterBy: list[str] | None = None,
 ) -> CommitResult | None:
-    """Write `df` to the table (created when `snapshot` is None); None when nothing was committed
-    (`ignore` on an existing table, or an idempotent write already applied). `mergeSchema` adds the
-    DataFrame's new columns to the table; `overwriteSchema` (with mode overwrite) replaces the
-    schema and partitioning."""
+    """Write `df` to the table (created when `snapshot` is None, clustered by `clusterBy` when
+    given); None when nothing was committed (`ignore` on an existing table, or an idempotent write
+    already applied). `mergeSchema` adds the DataFrame's new columns to the table;
+    `overwriteSchema` (with mode overwrite) replaces the schema and partitioning (a clustered table
+    keeps its clustering columns, which must still be there)."""
     mode = mode.lower()
     if overwriteSchema and (mode != "overwrite" or replaceWhere is not None):
         raise InvalidArgumentError("overwriteSchema needs mode='overwrite' without replaceWhere")
@@ -612,13 +620,24 @@ def write(
                 f"partitionBy names column(s) {', '.join(missing)} not in the DataFrame"
             )
         schema, configuration = with_column_mapping(schema, configuration, keep_names=False)
-        protocol = required_protocol(
-            None, features_for_properties(configuration) | features_for_schema(schema)
-        )
+        features = features_for_properties(configuration) | features_for_schema(schema)
+        clustered = None
+        if clusterBy is not None:
+            clustered = clustering.resolve_columns(schema, clusterBy, partition_by, table_path)
+            check_layout_statistics([f.name for f in clustered], schema, configuration, table_path, "cluster")
+            features.add("clustering")
+        protocol = required_protocol(None, features)
         metadata = new_table_metadata(schema, partition_by, stored_configuration(configuration))
         txn.updateProtocol(protocol)
         txn.updateMetadata(metadata)
+        if clustered is not None:
+            mode_name = column_mapping_mode(protocol, metadata)
+            txn.addAction(clustering.domain_action(clustering.physical_paths(clustered, mode_name)))
     else:
+        if clusterBy is not None:
+            raise InvalidArgumentError(
+                f"clusterBy applies to a new table; use DeltaTable.clusterBy on {table_path}"
+            )
         metadata, protocol = snapshot.metadata, snapshot.protocol
         if overwriteSchema:
             new_schema = StructType(
@@ -641,6 +660,7 @@ def write(
                 partitionColumns=tuple(partition_by),
                 configuration=configuration,
             )
+            _keep_clustering(txn, snapshot, metadata, table_path)
             partitionBy = None
         elif mergeSchema:
             widening = metadata.flag("delta.enableTypeWidening") and protocol.hasFeature("typeWidening")
@@ -775,6 +795,20 @@ def with_identity_values(
         columns.append(F.when(value.isNull(), overflow.cast("long")).otherwise(value).alias(identity.name))
     log.info("Generating identity values for %s over %d partitions", [g.name for g in generated], n)
     return spread.select("*", *columns), generated
+
+
+def _keep_clustering(txn: Transaction, snapshot: Snapshot, metadata: Metadata, table_path: str) -> None:
+    """An overwritten schema of a clustered table: its clustering columns must still be there (and
+    the table unpartitioned); their physical names, new under column mapping, are recorded again."""
+    old = clustering.clustering_fields(snapshot)
+    if not old:
+        return
+    schema = metadata.schema(table_path)
+    fields = clustering.resolve_columns(schema, [f.name for f in old], metadata.partitionColumns, table_path)
+    mode_name = column_mapping_mode(snapshot.protocol, metadata)
+    paths = clustering.physical_paths(fields, mode_name)
+    if paths != clustering.physical_paths(old, snapshot.columnMappingMode):
+        txn.addAction(clustering.domain_action(paths))
 
 
 def check_partition_only(

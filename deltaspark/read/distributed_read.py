@@ -85,6 +85,10 @@ def read_distributed(
     columns += [
         {"kind": "data", "physical": f.name, "id": None, "type": type_plan(f.dataType, "none")} for f in extra
     ]
+    # in the order of `scan._output_schema`: carried file columns, the row index, row tracking
+    columns += [{"kind": "carry", "name": c} for c in carry]
+    if keep_row_index:
+        columns.append({"kind": "row_index"})
     if row_tracking:
         row_id_column, commit_column = reader.materialized
         columns.append(

@@ -176,86 +176,127 @@ class _Request:
     started: int
 
 
-def _run(request: _Request, considered: DataFrame, cached: list[Any]) -> OptimizeOutcome:
-    spark, storage, table_path, snapshot = (
-        request.spark,
-        request.storage,
-        request.table_path,
-        request.snapshot,
-    )
-    where, kind, columns, sizes, started = (
-        request.where,
-        request.kind,
-        request.columns,
-        request.sizes,
-        request.started,
-    )
-    binned = binned_files(considered, kind, sizes).persist()
-    cached.append(binned)
-    row = binned.agg(
-        F.count(F.lit(1)),
-        F.sum("size"),
-        F.min("size"),
-        F.max("size"),
-        F.max(BIN),
-        F.countDistinct(PARTITION),
-        F.count(F.col("deletionVector")),
-        F.sum("deletionVector.cardinality"),
-        F.sum("stats_parsed.numRecords"),
-        F.count(F.when(F.col("stats_parsed.numRecords").isNull(), 1)),
-    ).first()
-    considered_files = considered.count()
-    removed, removed_bytes = int(row[0]), int(row[1] or 0)
-    bins = int(row[4]) + 1 if row[4] is not None else 0
-    metrics: dict[str, Any] = {
+@dataclass(frozen=True)
+class _Totals:
+    """What the chosen files add up to (one aggregate over them)."""
+
+    files: int
+    bytes: int
+    smallest: int | None
+    largest: int | None
+    bins: int
+    partitions: int
+    dvs: int
+    deleted_rows: int
+    records: int
+    files_without_counts: int
+
+    @classmethod
+    def of(cls, binned: DataFrame) -> _Totals:
+        row = binned.agg(
+            F.count(F.lit(1)),
+            F.sum("size"),
+            F.min("size"),
+            F.max("size"),
+            F.max(BIN),
+            F.countDistinct(PARTITION),
+            F.count(F.col("deletionVector")),
+            F.sum("deletionVector.cardinality"),
+            F.sum("stats_parsed.numRecords"),
+            F.count(F.when(F.col("stats_parsed.numRecords").isNull(), 1)),
+        ).first()
+        return cls(
+            files=int(row[0]),
+            bytes=int(row[1] or 0),
+            smallest=row[2],
+            largest=row[3],
+            bins=int(row[4]) + 1 if row[4] is not None else 0,
+            partitions=int(row[5]),
+            dvs=int(row[6]),
+            deleted_rows=int(row[7] or 0),
+            records=int(row[8] or 0),
+            files_without_counts=int(row[9]),
+        )
+
+
+def _metrics(request: _Request, totals: _Totals, considered_files: int) -> dict[str, Any]:
+    """delta-spark's OPTIMIZE metrics before anything is written (the added files come later)."""
+    return {
         "numFilesAdded": 0,
-        "numFilesRemoved": removed,
+        "numFilesRemoved": totals.files,
         "filesAdded": _size_stats(0, 0, None, None),
-        "filesRemoved": _size_stats(removed, removed_bytes, row[2], row[3]),
-        "partitionsOptimized": int(row[5]),
+        "filesRemoved": _size_stats(totals.files, totals.bytes, totals.smallest, totals.largest),
+        "partitionsOptimized": totals.partitions,
         "zOrderStats": None,
-        "numBatches": 1 if removed else 0,
+        "numBatches": 1 if totals.files else 0,
         "totalConsideredFiles": considered_files,
-        "totalFilesSkipped": considered_files - removed,
-        "preserveInsertionOrder": kind not in CURVE_KINDS,
+        "totalFilesSkipped": considered_files - totals.files,
+        "preserveInsertionOrder": request.kind not in CURVE_KINDS,
         "numFilesSkippedToReduceWriteAmplification": 0,
         "numBytesSkippedToReduceWriteAmplification": 0,
-        "startTimeMs": started,
-        "endTimeMs": started,
-        "totalClusterParallelism": spark.sparkContext.defaultParallelism,
-        "totalScheduledTasks": bins,
+        "startTimeMs": request.started,
+        "endTimeMs": int(time.time() * 1000),
+        "totalClusterParallelism": request.spark.sparkContext.defaultParallelism,
+        "totalScheduledTasks": totals.bins,
         "deletionVectorStats": {
-            "numDeletionVectorsRemoved": int(row[6]),
-            "numDeletionVectorRowsRemoved": int(row[7] or 0),
+            "numDeletionVectorsRemoved": totals.dvs,
+            "numDeletionVectorRowsRemoved": totals.deleted_rows,
         },
-        "numTableColumns": len(snapshot.schema.fields),
-        "numTableColumnsWithStats": len(snapshot.schema.fields),
+        "numTableColumns": len(request.snapshot.schema.fields),
+        "numTableColumnsWithStats": len(request.snapshot.schema.fields),
     }
-    if not removed:
-        log.info("OPTIMIZE of %s: nothing to rewrite among %d file(s)", table_path, considered_files)
-        metrics["endTimeMs"] = int(time.time() * 1000)
+
+
+def _run(request: _Request, considered: DataFrame, cached: list[Any]) -> OptimizeOutcome:
+    binned = binned_files(considered, request.kind, request.sizes).persist()
+    cached.append(binned)
+    totals = _Totals.of(binned)
+    metrics = _metrics(request, totals, considered.count())
+    if not totals.files:
+        log.info(
+            "OPTIMIZE of %s: nothing to rewrite among %d file(s)",
+            request.table_path,
+            metrics["totalConsideredFiles"],
+        )
         return OptimizeOutcome(None, metrics)
     log.info(
         "OPTIMIZE (%s) of %s: rewriting %d of %d file(s) (%d bytes, %d with deletion vectors) "
         "in %d partition(s)",
-        kind,
-        table_path,
-        removed,
-        considered_files,
-        removed_bytes,
-        int(row[6]),
-        int(row[5]),
+        request.kind,
+        request.table_path,
+        totals.files,
+        metrics["totalConsideredFiles"],
+        totals.bytes,
+        totals.dvs,
+        totals.partitions,
     )
-    now = int(time.time() * 1000)
-    txn = Transaction(spark, storage, table_path, snapshot)
-    if where is not None:
-        txn.readPredicate(where)
+    txn = Transaction(request.spark, request.storage, request.table_path, request.snapshot)
+    if request.where is not None:
+        txn.readPredicate(request.where)
     txn.readFiles(binned)
-    removes = removes_of(binned, now)
+    removes = removes_of(binned, int(time.time() * 1000))
     txn.removeFiles(
-        removes.withColumn("remove", F.col("remove").withField("dataChange", F.lit(False))), removed
+        removes.withColumn("remove", F.col("remove").withField("dataChange", F.lit(False))), totals.files
     )
+    written = _rewrite(request, binned, totals)
+    cached.append(written)
+    adds, lines = _unchanged(written, request.spark, PROVIDER if request.kind == CLUSTER else None)
+    txn.addFiles(adds, written.files, lines)  # type: ignore[arg-type]
+    commit = _commit(request, txn, totals, written, metrics)
+    log.info(
+        "OPTIMIZE of %s committed version %d: %d file(s) removed, %d added",
+        request.table_path,
+        commit.version,
+        totals.files,
+        written.files,
+    )
+    return OptimizeOutcome(commit, metrics)
 
+
+def _rewrite(request: _Request, binned: DataFrame, totals: _Totals) -> WrittenFiles:
+    """The chosen files' rows (deletion vectors applied, row ids and commit versions kept), laid
+    out as the kind says, written as new data files."""
+    snapshot, kind = request.snapshot, request.kind
     tracked = row_tracking_enabled(snapshot.protocol, snapshot.metadata)
     hidden: tuple[str, ...] = materialized_row_tracking(snapshot) if tracked else ()
     curve = kind in CURVE_KINDS
@@ -272,19 +313,20 @@ def _run(request: _Request, considered: DataFrame, cached: list[Any]) -> Optimiz
     )
     if curve:
         # rows to sample from: from the statistics, or counted when a file has none
-        live_rows = int(row[8] or 0) - int(row[7] or 0) if not row[9] else rows.count()
-        bits = rank_bits(len(columns))
-        keys = [sort_key(F.col(f"`{c}`"), snapshot.schema[c].dataType) for c in columns]
-        boundaries = quantile_boundaries(rows, [key for key, _ in keys], live_rows, bits)
+        live = totals.records - totals.deleted_rows if not totals.files_without_counts else rows.count()
+        bits = rank_bits(len(request.columns))
+        keys = [sort_key(F.col(f"`{c}`"), snapshot.schema[c].dataType) for c in request.columns]
+        boundaries = quantile_boundaries(rows, [key for key, _ in keys], live, bits)
         ranks = [rank_of(key, numeric, cuts) for (key, numeric), cuts in zip(keys, boundaries, strict=True)]
         per_partition = binned.groupBy(BIN).agg(F.sum("size").alias("size"))
-        files = int(per_partition.agg(F.sum(files_for(F.col("size"), sizes.max_file_size))).first()[0])
+        wanted = files_for(F.col("size"), request.sizes.max_file_size)
+        files = int(per_partition.agg(F.sum(wanted)).first()[0])
         laid = along_curve(rows, list(snapshot.partitionColumns), ranks, files, bits)
     else:
-        laid = one_task_per_bin(rows, bins).drop(BIN)
-    with small_file_reads(spark, removed_bytes // removed):
-        written = write_data_files(
-            spark,
+        laid = one_task_per_bin(rows, totals.bins).drop(BIN)
+    with small_file_reads(request.spark, totals.bytes // totals.files):
+        return write_data_files(
+            request.spark,
             snapshot.tableRoot,
             snapshot.schema,
             snapshot.partitionColumns,
@@ -293,55 +335,50 @@ def _run(request: _Request, considered: DataFrame, cached: list[Any]) -> Optimiz
             check_rows=False,
             mode=snapshot.columnMappingMode,
             hidden_columns=hidden,
-            storage=storage,
+            storage=request.storage,
         )
-    cached.append(written)
-    adds, lines = _unchanged(written, spark, PROVIDER if kind == CLUSTER else None)
-    txn.addFiles(adds, written.files, lines)  # type: ignore[arg-type]
-    added_sizes = _added_sizes(written, spark)
+
+
+def _commit(
+    request: _Request, txn: Transaction, totals: _Totals, written: WrittenFiles, metrics: dict[str, Any]
+) -> CommitResult:
+    """Fill in the added files' metrics and commit (`OPTIMIZE`, or `REORG` for a purge) with
+    `dataChange=false`: snapshot isolation."""
+    kind, columns = request.kind, request.columns
+    added_sizes = _added_sizes(written, request.spark)
     metrics["numFilesAdded"] = written.files
     metrics["filesAdded"] = _size_stats(written.files, written.bytes, *added_sizes)
     if kind == ZORDER:
         metrics["zOrderStats"] = {
             "strategyName": "all",
             "inputCubeFiles": {"num": 0, "size": 0},
-            "inputOtherFiles": {"num": removed, "size": removed_bytes},
+            "inputOtherFiles": {"num": totals.files, "size": totals.bytes},
             "inputNumCubes": 0,
-            "mergedFiles": {"num": removed, "size": removed_bytes},
+            "mergedFiles": {"num": totals.files, "size": totals.bytes},
             "numOutputCubes": written.files,
         }
     metrics["endTimeMs"] = int(time.time() * 1000)
     commit_metrics = {
-        "numRemovedFiles": removed,
-        "numRemovedBytes": removed_bytes,
+        "numRemovedFiles": totals.files,
+        "numRemovedBytes": totals.bytes,
         "numAddedFiles": written.files,
         "numAddedBytes": written.bytes,
         "minFileSize": added_sizes[0],
         "maxFileSize": added_sizes[1],
-        "numDeletionVectorsRemoved": int(row[6]),
-        "executionTimeMs": metrics["endTimeMs"] - started,
+        "numDeletionVectorsRemoved": totals.dvs,
+        "executionTimeMs": metrics["endTimeMs"] - request.started,
     }
-    predicate = [str(where)] if where is not None else []
+    predicate = [str(request.where)] if request.where is not None else []
     if kind == PURGE:
-        commit = txn.commit(
-            "REORG", {"predicate": predicate, "applyPurge": "true"}, commit_metrics, dataChange=False
-        )
-    else:
-        parameters = {
-            "predicate": predicate,
-            "zOrderBy": columns if kind == ZORDER else [],
-            "clusterBy": columns if kind == CLUSTER else [],
-            "auto": False,
-        }
-        commit = txn.commit("OPTIMIZE", parameters, commit_metrics, dataChange=False)
-    log.info(
-        "OPTIMIZE of %s committed version %d: %d file(s) removed, %d added",
-        table_path,
-        commit.version,
-        removed,
-        written.files,
-    )
-    return OptimizeOutcome(commit, metrics)
+        parameters: dict[str, Any] = {"predicate": predicate, "applyPurge": "true"}
+        return txn.commit("REORG", parameters, commit_metrics, dataChange=False)
+    parameters = {
+        "predicate": predicate,
+        "zOrderBy": columns if kind == ZORDER else [],
+        "clusterBy": columns if kind == CLUSTER else [],
+        "auto": False,
+    }
+    return txn.commit("OPTIMIZE", parameters, commit_metrics, dataChange=False)
 
 
 def _added_sizes(written: WrittenFiles, spark: SparkSession) -> tuple[int | None, int | None]:
