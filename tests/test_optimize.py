@@ -240,6 +240,10 @@ def test_optimize_isolation_refusals_and_the_cli(spark, tmp_path, capsys):
         table.optimize().where("id > 3").executeCompaction()
     with pytest.raises(InvalidArgumentError, match="partition column"):
         table.optimize().executeZOrderBy("part")
+    with pytest.raises(InvalidArgumentError, match="both partitioned and clustered"):
+        table.clusterBy("id")
+    assert table.clusterBy() is None  # CLUSTER BY NONE on a table never clustered records nothing
+    assert "clustering" not in (table.snapshot().protocol.writerFeatures or ())
     stale = table.snapshot()
     # a blind append after the snapshot: OPTIMIZE still commits, both changes kept
     write(spark.createDataFrame([(100, 0)], schema), str(path))
@@ -296,7 +300,7 @@ def test_liquid_clustering_is_created_recorded_and_optimized_incrementally(spark
     domain = next(a["domainMetadata"] for a in created if "domainMetadata" in a)
     assert domain["domain"] == "delta.clustering"
     assert json.loads(domain["configuration"]) == {"clusteringColumns": [[physical["x"]], [physical["y"]]]}
-    assert table.detail().first()["clusteringColumns"] == [physical["x"], physical["y"]]
+    assert table.detail().first()["clusteringColumns"] == ["x", "y"]  # logical names, as delta-spark shows
 
     rng = random.Random(9)
     rows = [(rng.randrange(10**6), rng.randrange(10**6), i) for i in range(3000)]
@@ -344,7 +348,7 @@ def test_liquid_clustering_is_created_recorded_and_optimized_incrementally(spark
 
     # ALTER TABLE CLUSTER BY (y), then NONE: recorded; a table without columns compacts as usual
     assert table.clusterBy("y") is not None and table.clusterBy("y") is None
-    assert table.detail().first()["clusteringColumns"] == [physical["y"]]
+    assert table.detail().first()["clusteringColumns"] == ["y"]
     with pytest.raises(InvalidArgumentError, match="no such top-level column"):
         table.clusterBy("nope")
     table.clusterBy()
@@ -392,7 +396,9 @@ def test_writes_create_clustered_tables_and_keep_their_clustering_columns(spark,
         field = next(f for f in table.snapshot().schema.fields if f.name == name)
         return field.metadata["delta.columnMapping.physicalName"]
 
-    assert table.detail().first()["clusteringColumns"] == [physical("x")]
+    assert table.detail().first()["clusteringColumns"] == ["x"]
+    domain = table.snapshot().domainMetadata().where("domain = 'delta.clustering'").first()
+    assert json.loads(domain["configuration"]) == {"clusteringColumns": [[physical("x")]]}
     with pytest.raises(InvalidArgumentError, match="clusterBy applies to a new table"):
         write(frame, str(path), clusterBy=["s"])
     with pytest.raises(InvalidArgumentError, match="both partitioned and clustered"):
@@ -408,7 +414,8 @@ def test_writes_create_clustered_tables_and_keep_their_clustering_columns(spark,
         overwriteSchema=True,
     )
     assert physical("x") != before
-    assert table.detail().first()["clusteringColumns"] == [physical("x")]
+    domain = table.snapshot().domainMetadata().where("domain = 'delta.clustering'").first()
+    assert json.loads(domain["configuration"]) == {"clusteringColumns": [[physical("x")]]}
     with file_sizes(spark, 1 << 30):
         table.optimize().executeCompaction()
     assert sorted(tuple(r) for r in table.toDF().collect()) == [(1, "10"), (2, "20")]

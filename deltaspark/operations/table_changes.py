@@ -285,6 +285,8 @@ def cluster_by(
     """ALTER TABLE CLUSTER BY (NONE when `columns` is empty): record the clustering columns, adding
     the `clustering` feature when the table does not support it yet. Files are not rewritten:
     the next OPTIMIZE clusters the files no clustering laid out. None when nothing changes."""
+    if not columns and not snapshot.protocol.hasFeature("clustering"):
+        return None  # CLUSTER BY NONE on a table that was never clustered: nothing to record
     fields = clustering.resolve_columns(snapshot.schema, columns, snapshot.partitionColumns, table_path)
     check_layout_statistics(
         [f.name for f in fields], snapshot.schema, snapshot.configuration, table_path, "cluster"

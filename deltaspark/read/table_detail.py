@@ -17,6 +17,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from deltaspark.features import clustering
+from deltaspark.features.column_mapping import physical_name
+
 DETAIL_SCHEMA = StructType(
     [
         StructField("format", StringType()),
@@ -40,16 +43,26 @@ DETAIL_SCHEMA = StructType(
 
 
 def _clustering_columns(snapshot: Any) -> list[str]:
-    import json
-
-    rows = snapshot.domainMetadata().where("domain = 'delta.clustering'").collect()
+    """The clustering columns by their logical names, as DESCRIBE DETAIL shows them (the domain
+    records physical names: under column mapping each path is mapped back through the schema)."""
+    rows = snapshot.domainMetadata().where(f"domain = '{clustering.DOMAIN}'").collect()
     if not rows:
         return []
-    try:
-        columns = json.loads(rows[0]["configuration"] or "{}").get("clusteringColumns") or []
-    except ValueError:
-        return []
-    return [c if isinstance(c, str) else ".".join(c) for c in columns]
+    paths = clustering.parse_columns(rows[0]["configuration"], snapshot.tableRoot)
+    return [".".join(_logical_path(snapshot.schema, path, snapshot.columnMappingMode)) for path in paths]
+
+
+def _logical_path(schema: StructType, path: tuple[str, ...], mode: str) -> list[str]:
+    names: list[str] = []
+    current: Any = schema
+    for part in path:
+        fields = current.fields if isinstance(current, StructType) else []
+        field = next((f for f in fields if physical_name(f, mode) == part), None)
+        if field is None:  # not in the schema (a stale domain): shown as recorded
+            return [*names, part]
+        names.append(field.name)
+        current = field.dataType
+    return names
 
 
 def detail_frame(snapshot: Any) -> DataFrame:

@@ -79,7 +79,7 @@ def _size_stats(count: int, total: int, smallest: int | None, largest: int | Non
     }
 
 
-def _zorder_columns(snapshot: Snapshot, columns: list[str], table_path: str) -> list[str]:
+def _zorder_columns(snapshot: Snapshot, columns: list[str], table_path: str, verb: str) -> list[str]:
     """The table's names of the Z-order columns (top-level, not partition columns)."""
     by_name = {f.name.lower(): f.name for f in snapshot.schema.fields}
     partitions = {c.lower() for c in snapshot.partitionColumns}
@@ -98,7 +98,7 @@ def _zorder_columns(snapshot: Snapshot, columns: list[str], table_path: str) -> 
         found.append(by_name[column.lower()])
     if len(set(found)) != len(found):
         raise InvalidArgumentError(f"Z-order columns of {table_path} repeat: {columns}")
-    check_layout_statistics(found, snapshot.schema, snapshot.configuration, table_path, "Z-order")
+    check_layout_statistics(found, snapshot.schema, snapshot.configuration, table_path, verb)
     return found
 
 
@@ -143,7 +143,10 @@ def optimize(
         )
     if clustered_by and kind == COMPACTION:
         kind, zorder_by = CLUSTER, [f.name for f in clustered_by]
-    columns = _zorder_columns(snapshot, list(zorder_by or []), table_path) if kind in CURVE_KINDS else []
+    verb = "cluster" if kind == CLUSTER else "Z-order"
+    columns = (
+        _zorder_columns(snapshot, list(zorder_by or []), table_path, verb) if kind in CURVE_KINDS else []
+    )
     if kind in CURVE_KINDS and not columns:
         raise InvalidArgumentError(f"Z-order of {table_path} needs at least one column")
     if where is not None:
