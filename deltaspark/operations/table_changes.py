@@ -38,8 +38,13 @@ from deltaspark.features.metadata import Metadata, is_true
 from deltaspark.features.protocol import Protocol
 from deltaspark.features.row_tracking import ENABLED_KEY as ROW_TRACKING_KEY
 from deltaspark.features.table_properties import CONSTRAINT_PREFIX, check_user_properties
-from deltaspark.operations.file_stats import check_layout_statistics
-from deltaspark.operations.write import GENERATION_KEY, add_of, new_table_metadata, removes_of
+from deltaspark.operations.write import (
+    GENERATION_KEY,
+    add_of,
+    clustering_columns,
+    new_table_metadata,
+    removes_of,
+)
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
 from deltaspark.storage import Storage
@@ -91,8 +96,7 @@ def create_table(
     features = features_for_properties(configuration) | features_for_schema(schema)
     clustered = None
     if cluster_by is not None:
-        clustered = clustering.resolve_columns(schema, cluster_by, partition_by, table_path)
-        check_layout_statistics([f.name for f in clustered], schema, configuration, table_path, "cluster")
+        clustered = clustering_columns(schema, cluster_by, partition_by, configuration, table_path)
         features.add("clustering")
     current = snapshot.protocol if snapshot is not None else None
     protocol = required_protocol(current, features)
@@ -287,9 +291,8 @@ def cluster_by(
     the next OPTIMIZE clusters the files no clustering laid out. None when nothing changes."""
     if not columns and not snapshot.protocol.hasFeature("clustering"):
         return None  # CLUSTER BY NONE on a table that was never clustered: nothing to record
-    fields = clustering.resolve_columns(snapshot.schema, columns, snapshot.partitionColumns, table_path)
-    check_layout_statistics(
-        [f.name for f in fields], snapshot.schema, snapshot.configuration, table_path, "cluster"
+    fields = clustering_columns(
+        snapshot.schema, columns, snapshot.partitionColumns, snapshot.configuration, table_path
     )
     old = clustering.clustering_fields(snapshot)
     protocol = required_protocol(snapshot.protocol, {"clustering"})

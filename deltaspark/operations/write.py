@@ -623,8 +623,7 @@ def write(
         features = features_for_properties(configuration) | features_for_schema(schema)
         clustered = None
         if clusterBy is not None:
-            clustered = clustering.resolve_columns(schema, clusterBy, partition_by, table_path)
-            check_layout_statistics([f.name for f in clustered], schema, configuration, table_path, "cluster")
+            clustered = clustering_columns(schema, clusterBy, partition_by, configuration, table_path)
             features.add("clustering")
         protocol = required_protocol(None, features)
         metadata = new_table_metadata(schema, partition_by, stored_configuration(configuration))
@@ -795,6 +794,20 @@ def with_identity_values(
         columns.append(F.when(value.isNull(), overflow.cast("long")).otherwise(value).alias(identity.name))
     log.info("Generating identity values for %s over %d partitions", [g.name for g in generated], n)
     return spread.select("*", *columns), generated
+
+
+def clustering_columns(
+    schema: StructType,
+    names: list[str],
+    partition_by: list[str] | tuple[str, ...],
+    configuration: dict[str, str],
+    table_path: str,
+) -> list[StructField]:
+    """The fields to cluster a table by: top-level, distinct, the table unpartitioned, and with
+    statistics collected (the protocol requires them)."""
+    fields = clustering.resolve_columns(schema, names, partition_by, table_path)
+    check_layout_statistics([f.name for f in fields], schema, configuration, table_path, "cluster")
+    return fields
 
 
 def _keep_clustering(txn: Transaction, snapshot: Snapshot, metadata: Metadata, table_path: str) -> None:

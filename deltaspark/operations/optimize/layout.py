@@ -8,9 +8,10 @@ beside another bin's.
 
 Z-order: each column's values are ranked into 2^bits quantile ranges, with boundaries taken from
 a sample of the rows (so skewed and non-numeric columns spread as well as uniform integers; nulls
-rank first); the ranks' bits are interleaved into one long, the curve's position. Each partition's
-rows are range-partitioned on it into as many files as its bytes need at `maxFileSize`, and sorted
-along the curve inside each file.
+rank first); the ranks' bits are interleaved into one long, the curve's position. The rows are
+range-partitioned on (partition columns, position) into as many files as the partitions' bytes
+need at `maxFileSize`, and sorted along the curve inside each file. Numeric keys are ranked by an
+equal-width bucket and a lookup table, other types by a balanced CASE over the boundaries.
 """
 
 from __future__ import annotations
