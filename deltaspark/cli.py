@@ -1,52 +1,88 @@
 """`deltaspark` command line: describe, files, history, checkpoint, cleanup, vacuum, audit, repair and a demo.
 
 Runs on an embedded local Spark by default; `--master` points at a cluster, `--remote` at a
-Spark Connect server. Output is human-readable tables, or JSON with `--json`.
+Spark Connect server. Output is human-readable tables, or JSON with `--json` (listings as JSON
+lines, other results as one JSON document); `--quiet` prints nothing but errors. Spark's log lines
+and console progress bars stay out of the output; long commands show deltaspark's own progress
+on stderr when it is a terminal.
+
+Exit codes: 0 done; 1 findings (an audit with errors) or a failure (no table at the path, any
+error deltaspark or Spark raised), printed on stderr as one `deltaspark: ...` line; 2 bad usage
+(unknown options, missing or malformed arguments).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import logging
 import os
 import sys
 import tempfile
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from deltaspark import cli_iceberg
-from deltaspark.cli_output import _emit_json, _human_bytes, _print_rows, print_files
+from deltaspark import cli_iceberg, cli_output
+from deltaspark.cli_output import _emit_json, _human_bytes, _print_rows, emit_document, print_files, warn
 from deltaspark.errors import DeltaSparkError, InvalidArgumentError
 from deltaspark.features.schema import tree_string
 
 log = logging.getLogger("deltaspark")
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+TABLE_HELP = "a table path, or a name in the session catalog (db.table)"
+
+
+class UsageError(Exception):
+    """Arguments argparse accepts but the command cannot use (exit code 2)."""
+
 
 def _session(args: argparse.Namespace):  # noqa: ANN202 - SparkSession imported lazily
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     # Local Python workers (deletion vector decoding) run this interpreter unless told otherwise.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("deltaspark")
+    conf = dict(item.partition("=")[::2] for item in args.conf or [])
+    starts_jvm = not args.remote and SparkContext._active_spark_context is None
     if args.remote:
         builder = builder.remote(args.remote)
     else:
-        builder = builder.master(args.master).config("spark.ui.showConsoleProgress", "true")
+        # Spark's console progress bars would land in the middle of the output: off (--conf wins).
+        builder = builder.master(args.master).config("spark.ui.showConsoleProgress", "false")
         builder = builder.config("spark.sql.shuffle.partitions", "8")
-    for item in args.conf or []:
-        key, _, value = item.partition("=")
+    if starts_jvm:  # Spark's log lines, from the JVM's first one on: errors only (--verbose: WARN)
+        java = cli_output.log4j_java_option(args.verbose)
+        given = conf.get("spark.driver.extraJavaOptions")
+        conf["spark.driver.extraJavaOptions"] = f"{java} {given}" if given else java
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    if not args.remote:
-        spark.sparkContext.setLogLevel("WARN")
+    if starts_jvm:  # a session that was already there keeps its owner's log level
+        spark.sparkContext.setLogLevel("WARN" if args.verbose else "ERROR")
+        if not args.verbose:
+            _quiet_pyspark_loggers()
     return spark
+
+
+def _quiet_pyspark_loggers() -> None:
+    """pyspark 4 logs a failed query's error (plan and JVM stack, as JSON) on stderr before raising
+    it; the command line reports the error itself, on one line."""
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # pyspark 3.5: no such logger
+        return
+    PySparkLogger.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
 
 
 def _snapshot(spark, args: argparse.Namespace):  # noqa: ANN001, ANN202
     from deltaspark.table import DeltaTable
 
-    table = DeltaTable.forPath(spark, args.path)
+    table = DeltaTable.forPathOrName(spark, args.path)
     timestamp: Any = args.timestamp
     return table.snapshot(version=args.version, timestamp=timestamp)
 
@@ -105,7 +141,7 @@ def cmd_describe(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     snap = _snapshot(spark, args)
     facts = describe_table(snap)
     if args.json:
-        print(json.dumps(facts, default=str, indent=2))
+        emit_document(facts)
     else:
         _print_describe(facts, tree_string(snap.schema))
     return 0
@@ -138,7 +174,7 @@ def cmd_files(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
 def cmd_history(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
-    history = DeltaTable.forPath(spark, args.path).history(limit=args.limit)
+    history = DeltaTable.forPathOrName(spark, args.path).history(limit=args.limit)
     columns = ["version", "timestamp", "operation", "operationParameters", "engineInfo", "clientVersion"]
     rows = [r.asDict(recursive=True) for r in history.select(*columns).collect()]
     if args.json:
@@ -153,34 +189,50 @@ def cmd_demo(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
     root = args.path or tempfile.mkdtemp(prefix="deltaspark-demo-")
+    log.info("Building the sample table")
     path = build_demo_table(f"{root}/orders", spark)
-    print(f"Built a sample Delta table at {path}\n")
-    for title, argv in (
-        ("describe", ["describe", path]),
-        ("files", ["files", path]),
-        ("files --version 1 (time travel)", ["files", path, "--version", "1"]),
-        ("history", ["history", path]),
-    ):
+    steps = (
+        ("describe", "describe", ["describe", path]),
+        ("files", "files", ["files", path]),
+        ("filesAtVersion1", "files --version 1 (time travel)", ["files", path, "--version", "1"]),
+        ("history", "history", ["history", path]),
+    )
+    document: dict[str, Any] = {"path": path}
+    if not args.json:
+        print(f"Built a sample Delta table at {path}\n")
+    for key, title, argv in steps:
+        sub = build_parser().parse_args([*argv, "--json"] if args.json else argv)
+        if args.json:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                sub.func(spark, sub)
+            text = out.getvalue()
+            document[key] = (
+                json.loads(text) if key == "describe" else [json.loads(x) for x in text.splitlines()]
+            )
+            continue
         print(f"$ deltaspark {' '.join(argv)}    # {title}")
-        sub = build_parser().parse_args(argv)
         sub.func(spark, sub)
         print()
     snap = DeltaTable.forPath(spark, path).snapshot()
     txns = {r["appId"]: r["version"] for r in snap.transactions().collect()}
     tombstones = snap.tombstones().count()
-    print(f"Transactions: {txns}; tombstones kept for VACUUM: {tombstones}")
+    if args.json:
+        emit_document({**document, "transactions": txns, "tombstones": tombstones})
+    else:
+        print(f"Transactions: {txns}; tombstones kept for VACUUM: {tombstones}")
     return 0
 
 
 def cmd_checkpoint(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
-    table = DeltaTable.forPath(spark, args.path)
+    table = DeltaTable.forPathOrName(spark, args.path)
     result = table.checkpoint(
         version=args.version, actionsPerPart=args.actions_per_part, v2Format=args.v2_format
     )
     if args.json:
-        print(json.dumps(result.asDict(), default=str, indent=2))
+        emit_document(result.asDict())
         return 0
     facts = (
         f"{result.numOfAddFiles:,} file(s), {result.numOfRemoves:,} tombstone(s), "
@@ -203,12 +255,12 @@ def cmd_checkpoint(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
 def cmd_cleanup(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
-    result = DeltaTable.forPath(spark, args.path).cleanupLog(dryRun=args.dry_run)
-    if args.json:
-        print(json.dumps(result.asDict(), default=str, indent=2))
-        return 0
+    result = DeltaTable.forPathOrName(spark, args.path).cleanupLog(dryRun=args.dry_run)
     for warning in result.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        warn(warning)
+    if args.json:
+        emit_document(result.asDict())
+        return 0
     if result.skipped:
         print(f"Nothing to delete: {result.skipped}")
         return 0
@@ -231,7 +283,8 @@ def cmd_vacuum(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
         spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
     inventory = spark.table(args.inventory) if args.inventory else None
     dry_run = not args.delete
-    frame = DeltaTable.forPath(spark, args.path).vacuum(args.retain_hours, dry_run, args.lite, inventory)
+    table = DeltaTable.forPathOrName(spark, args.path)
+    frame = table.vacuum(args.retain_hours, dry_run, args.lite, inventory)
     totals = frame.agg(
         F.count(F.lit(1)).alias("entries"),
         F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
@@ -241,7 +294,7 @@ def cmd_vacuum(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     facts = totals.asDict() if totals is not None else {}
     rows = [r.asDict() for r in frame.orderBy("path").limit(args.limit).collect()]
     if args.json:
-        print(json.dumps({"dryRun": dry_run, **facts, "first": rows}, default=str, indent=2))
+        emit_document({"dryRun": dry_run, **facts, "first": rows})
         return 0
     entries, directories = facts.get("entries") or 0, facts.get("directories") or 0
     summary = (
@@ -263,7 +316,7 @@ def cmd_audit(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
     checks = args.checks.split(",") if args.checks else None
-    report = DeltaTable.forPath(spark, args.path).audit(
+    report = DeltaTable.forPathOrName(spark, args.path).audit(
         args.level, args.start_version, args.end_version, checks, timed=args.timed
     )
     if args.findings:
@@ -275,7 +328,12 @@ def cmd_audit(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
 def cmd_repair(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
-    found = DeltaTable.forPath(spark, args.path).repair(dryRun=not args.apply).collect()
+    found = DeltaTable.forPathOrName(spark, args.path).repair(dryRun=not args.apply).collect()
+    if args.json:
+        emit_document(
+            {"dryRun": not args.apply, "references": len(found), "missing": [r.asDict() for r in found]}
+        )
+        return 0
     verb = "Removed" if args.apply else "Would remove"
     print(
         f"{verb} {len(found)} reference(s) to missing files"
@@ -287,8 +345,25 @@ def cmd_repair(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     return 0
 
 
-def _print_commit(result: Any, nothing: str) -> None:
+def commit_facts(result: Any, nothing: str = "nothing committed") -> dict[str, Any]:
+    """A commit as the JSON output gives it: committed, version, operation, parameters, metrics."""
     if result is None:
+        return {"committed": False, "message": nothing}
+    info = result.commitInfo or {}
+    return {
+        "committed": True,
+        "version": result.version,
+        "operation": info.get("operation"),
+        "operationParameters": info.get("operationParameters") or {},
+        "metrics": result.metrics or info.get("operationMetrics") or {},
+        "attempts": result.attempts,
+    }
+
+
+def _print_commit(result: Any, nothing: str, args: argparse.Namespace) -> None:
+    if args.json:
+        emit_document(commit_facts(result, nothing))
+    elif result is None:
         print(nothing)
     else:
         print(f"Committed version {result.version} ({result.commitInfo['operation']})")
@@ -301,42 +376,42 @@ def cmd_set_properties(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     for item in args.properties:
         key, sep, value = item.partition("=")
         if not sep:
-            raise InvalidArgumentError(f"Give properties as KEY=VALUE, got {item!r}")
+            raise UsageError(f"Give properties as KEY=VALUE, got {item!r}")
         pairs[key.strip()] = value.strip()
-    _print_commit(DeltaTable.forPath(spark, args.path).setProperties(pairs), "Nothing committed")
+    _print_commit(DeltaTable.forPathOrName(spark, args.path).setProperties(pairs), "Nothing committed", args)
     return 0
 
 
 def cmd_unset_properties(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
-    result = DeltaTable.forPath(spark, args.path).unsetProperties(args.keys, ifExists=args.if_exists)
-    _print_commit(result, "None of those properties is set; nothing committed")
+    result = DeltaTable.forPathOrName(spark, args.path).unsetProperties(args.keys, ifExists=args.if_exists)
+    _print_commit(result, "None of those properties is set; nothing committed", args)
     return 0
 
 
 def cmd_add_feature(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
-    result = DeltaTable.forPath(spark, args.path).addFeatureSupport(args.feature)
-    _print_commit(result, f"The table already supports {args.feature}; nothing committed")
+    result = DeltaTable.forPathOrName(spark, args.path).addFeatureSupport(args.feature)
+    _print_commit(result, f"The table already supports {args.feature}; nothing committed", args)
     return 0
 
 
 def cmd_upgrade_protocol(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
-    result = DeltaTable.forPath(spark, args.path).upgradeTableProtocol(args.reader, args.writer)
-    _print_commit(result, "The table is already at that protocol; nothing committed")
+    result = DeltaTable.forPathOrName(spark, args.path).upgradeTableProtocol(args.reader, args.writer)
+    _print_commit(result, "The table is already at that protocol; nothing committed", args)
     return 0
 
 
 def cmd_delete(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
-    result = DeltaTable.forPath(spark, args.path).delete(args.condition)
-    if result is None:
-        print("No file can hold a matching row; nothing committed")
+    result = DeltaTable.forPathOrName(spark, args.path).delete(args.condition)
+    if args.json or result is None:
+        _print_commit(result, "No file can hold a matching row; nothing committed", args)
         return 0
     m = result.metrics
     print(
@@ -353,12 +428,11 @@ def cmd_update(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     for item in args.set:
         name, sep, expression = item.partition("=")
         if not sep or not name.strip():
-            print(f"deltaspark update: --set takes column=expression, got {item!r}", file=sys.stderr)
-            return 2
+            raise UsageError(f"update: --set takes column=expression, got {item!r}")
         assigned[name.strip()] = expression
-    result = DeltaTable.forPath(spark, args.path).update(args.where, assigned)
-    if result is None:
-        print("No row matches; nothing committed")
+    result = DeltaTable.forPathOrName(spark, args.path).update(args.where, assigned)
+    if args.json or result is None:
+        _print_commit(result, "No row matches; nothing committed", args)
         return 0
     m = result.metrics
     print(
@@ -371,20 +445,21 @@ def cmd_update(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
 def cmd_optimize(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
-    builder = DeltaTable.forPath(spark, args.path).optimize()
+    if args.purge and args.zorder_by:
+        raise UsageError("optimize: --purge and --zorder-by are separate runs")
+    builder = DeltaTable.forPathOrName(spark, args.path).optimize()
     if args.where:
         builder = builder.where(args.where)
-    if args.purge and args.zorder_by:
-        print("deltaspark optimize: --purge and --zorder-by are separate runs", file=sys.stderr)
-        return 2
     if args.purge:
-        metrics = builder.purgeDeletionVectors().first()["metrics"]
+        row = builder.purgeDeletionVectors().first()
     elif args.zorder_by:
-        metrics = builder.executeZOrderBy(
-            *[c.strip() for c in args.zorder_by.split(",") if c.strip()]
-        ).first()["metrics"]
+        row = builder.executeZOrderBy(*[c.strip() for c in args.zorder_by.split(",") if c.strip()]).first()
     else:
-        metrics = builder.executeCompaction().first()["metrics"]
+        row = builder.executeCompaction().first()
+    metrics = row["metrics"]
+    if args.json:
+        emit_document({"committed": bool(metrics["numFilesRemoved"]), **row.asDict(recursive=True)})
+        return 0
     if not metrics["numFilesRemoved"]:
         print(f"Nothing to rewrite among {metrics['totalConsideredFiles']:,} file(s); nothing committed")
         return 0
@@ -401,14 +476,17 @@ def cmd_optimize(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
 def cmd_restore(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     from deltaspark.table import DeltaTable
 
-    table = DeltaTable.forPath(spark, args.path)
+    table = DeltaTable.forPathOrName(spark, args.path)
     if args.version is not None:
         metrics = table.restoreToVersion(args.version).first().asDict()
     elif args.timestamp is not None:
         metrics = table.restoreToTimestamp(args.timestamp).first().asDict()
     else:
-        raise InvalidArgumentError("Give --version or --timestamp to restore to")
+        raise UsageError("Give --version or --timestamp to restore to")
     version = table.snapshot().version
+    if args.json:
+        emit_document({"committed": True, "version": version, "operation": "RESTORE", "metrics": metrics})
+        return 0
     print(f"Committed version {version} (RESTORE): " + ", ".join(f"{k}={v:,}" for k, v in metrics.items()))
     return 0
 
@@ -419,6 +497,16 @@ def cmd_convert(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     table = DeltaTable.convertToDelta(spark, f"parquet.`{args.path}`", args.partition_schema)
     snapshot = table.snapshot()
     facts = snapshot.summary()
+    if args.json:
+        emit_document(
+            {
+                "path": args.path,
+                "version": snapshot.version,
+                **facts,
+                "partitionColumns": snapshot.partitionColumns,
+            }
+        )
+        return 0
     print(
         f"{args.path} is a Delta table at version {snapshot.version}: {facts['numFiles']:,} file(s), "
         f"{_human_bytes(facts['sizeInBytes'])}, partitioned by {snapshot.partitionColumns or 'nothing'}"
@@ -446,6 +534,38 @@ def _version_text() -> str:
     return f"deltaspark {__version__} (pyspark {pyspark}, Python {sys.version.split()[0]})"
 
 
+def _add_output_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    """--json, --quiet and --verbose, before the command or after it (`default` SUPPRESS on the
+    commands, so that an option given before the command is not reset by the command's default)."""
+    parser.add_argument(
+        "--json", action="store_true", default=default, help="results as JSON (listings: one JSON line each)"
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default,
+        help="print nothing but errors (see the exit code)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="log what deltaspark does; Spark's WARN lines",
+    )
+
+
+class _Commands:
+    """The subcommands' `add_parser`, giving each the shared output options."""
+
+    def __init__(self, commands: Any, shared: argparse.ArgumentParser) -> None:
+        self.commands, self._shared = commands, shared
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return self.commands.add_parser(name, parents=[self._shared], **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="deltaspark", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -454,44 +574,43 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
     parser.add_argument("--remote", help="Spark Connect URL, e.g. sc://host:15002")
     parser.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark configuration")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what deltaspark does")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    _add_output_options(parser, False)
+    shared = argparse.ArgumentParser(add_help=False)
+    _add_output_options(shared, argparse.SUPPRESS)
+    commands = _Commands(
+        parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands"), shared
+    )
 
     describe = commands.add_parser("describe", help="version, protocol, features, schema, files and bytes")
-    describe.add_argument("path")
+    describe.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     _add_version_options(describe)
-    describe.add_argument("--json", action="store_true")
     describe.set_defaults(func=cmd_describe)
 
     files = commands.add_parser("files", help="the live data files")
-    files.add_argument("path")
+    files.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     _add_version_options(files)
     files.add_argument("--limit", type=int, default=20, help="rows to print (table output)")
-    files.add_argument("--json", action="store_true", help="every file as a JSON line")
     files.set_defaults(func=cmd_files)
 
     history = commands.add_parser("history", help="commitInfo of each commit, newest first")
-    history.add_argument("path")
+    history.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     history.add_argument("--limit", type=int, default=None)
-    history.add_argument("--json", action="store_true")
     history.set_defaults(func=cmd_history)
 
     checkpoint = commands.add_parser("checkpoint", help="write a checkpoint (distributed write)")
-    checkpoint.add_argument("path")
+    checkpoint.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     checkpoint.add_argument("--version", type=int, help="checkpoint this version (default: the latest)")
     checkpoint.add_argument("--actions-per-part", type=int, help="file actions per part or sidecar")
     checkpoint.add_argument("--v2-format", choices=["json", "parquet"], help="V2 top-level file format")
-    checkpoint.add_argument("--json", action="store_true")
     checkpoint.set_defaults(func=cmd_checkpoint)
 
     cleanup = commands.add_parser("cleanup", help="delete log files older than delta.logRetentionDuration")
-    cleanup.add_argument("path")
+    cleanup.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     cleanup.add_argument("--dry-run", action="store_true", help="only list what would be deleted")
-    cleanup.add_argument("--json", action="store_true")
     cleanup.set_defaults(func=cmd_cleanup)
 
     vac = commands.add_parser("vacuum", help="delete data files no version within retention needs (dry run)")
-    vac.add_argument("path")
+    vac.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     vac.add_argument("--delete", action="store_true", help="delete them (default: dry run, only list)")
     vac.add_argument(
         "--retain-hours", type=float, help="retention (default: delta.deletedFileRetentionDuration)"
@@ -502,44 +621,42 @@ def build_parser() -> argparse.ArgumentParser:
     vac.add_argument("--lite", action="store_true", help="candidates from the log instead of a listing")
     vac.add_argument("--inventory", metavar="TABLE", help="a table of path, length, isDir, modificationTime")
     vac.add_argument("--limit", type=int, default=20, help="paths to print")
-    vac.add_argument("--json", action="store_true")
     vac.set_defaults(func=cmd_vacuum)
 
     audit = commands.add_parser("audit", help="check the log, the files and the table's hygiene")
-    audit.add_argument("path")
+    audit.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     audit.add_argument("--level", choices=["quick", "full"], default="full", help="quick: the log only")
     audit.add_argument("--start-version", type=int, help="check log files from this version on")
     audit.add_argument("--end-version", type=int, help="audit this version (default: the latest)")
     audit.add_argument("--checks", help="only checks starting with these comma-separated prefixes")
     audit.add_argument("--limit", type=int, default=20, help="findings to print (text output)")
     audit.add_argument("--findings", metavar="DIR", help="also write every finding as JSON lines to DIR")
-    audit.add_argument("--json", action="store_true", help="print the summary as JSON")
     audit.add_argument("--timed", action="store_true", help="run the checks one by one, each timed")
     audit.set_defaults(func=cmd_audit)
 
     repair = commands.add_parser("repair", help="remove references to missing data or DV files (FSCK)")
-    repair.add_argument("path")
+    repair.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     repair.add_argument("--apply", action="store_true", help="commit the removal (default: dry run)")
     repair.set_defaults(func=cmd_repair)
 
     props = commands.add_parser("set-properties", help="set table properties (adds the features they need)")
-    props.add_argument("path")
+    props.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     props.add_argument("properties", nargs="+", metavar="KEY=VALUE")
     props.set_defaults(func=cmd_set_properties)
 
     unset = commands.add_parser("unset-properties", help="remove table properties")
-    unset.add_argument("path")
+    unset.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     unset.add_argument("keys", nargs="+", metavar="KEY")
     unset.add_argument("--if-exists", action="store_true", help="ignore properties that are not set")
     unset.set_defaults(func=cmd_unset_properties)
 
     feature = commands.add_parser("add-feature", help="add a table feature to the protocol")
-    feature.add_argument("path")
+    feature.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     feature.add_argument("feature", help="e.g. deletionVectors, v2Checkpoint, domainMetadata")
     feature.set_defaults(func=cmd_add_feature)
 
     upgrade = commands.add_parser("upgrade-protocol", help="raise the protocol's reader/writer versions")
-    upgrade.add_argument("path")
+    upgrade.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     upgrade.add_argument("reader", type=int)
     upgrade.add_argument("writer", type=int)
     upgrade.set_defaults(func=cmd_upgrade_protocol)
@@ -547,12 +664,12 @@ def build_parser() -> argparse.ArgumentParser:
     delete = commands.add_parser(
         "delete", help="delete the rows matching a SQL condition (all rows without one)"
     )
-    delete.add_argument("path")
+    delete.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     delete.add_argument("condition", nargs="?", help="e.g. \"region = 'eu' AND amount < 0\"")
     delete.set_defaults(func=cmd_delete)
 
     upd = commands.add_parser("update", help="set columns of the rows matching a SQL condition")
-    upd.add_argument("path")
+    upd.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     upd.add_argument(
         "--set", action="append", required=True, metavar="COL=EXPR", help='e.g. --set "amount=amount * 2"'
     )
@@ -563,7 +680,7 @@ def build_parser() -> argparse.ArgumentParser:
         "optimize",
         help="compact small files, Z-order, or purge deletion vectors (one dataChange=false commit)",
     )
-    opt.add_argument("path")
+    opt.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     opt.add_argument("--where", help="only these partitions, e.g. \"day >= '2026-11-01'\"")
     opt.add_argument("--zorder-by", metavar="COLS", help="Z-order by these columns, e.g. a,b")
     opt.add_argument(
@@ -572,7 +689,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.set_defaults(func=cmd_optimize)
 
     restore = commands.add_parser("restore", help="restore the table to an earlier version (one new commit)")
-    restore.add_argument("path")
+    restore.add_argument("path", metavar="TABLE", help=TABLE_HELP)
     _add_version_options(restore)
     restore.set_defaults(func=cmd_restore)
 
@@ -581,7 +698,7 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--partition-schema", help='partition columns as DDL, e.g. "day DATE, region STRING"')
     conv.set_defaults(func=cmd_convert)
 
-    cli_iceberg.add_commands(commands)
+    cli_iceberg.add_commands(commands.commands, [shared])
 
     demo = commands.add_parser("demo", help="build a sample table and run the other commands on it")
     demo.add_argument("--path", help="folder to build the sample table in (default: a new temp folder)")
@@ -589,17 +706,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error_line(exc: BaseException) -> str:
+    """`deltaspark: <Error>: <message>` on one line (Spark's messages: their first line)."""
+    text = str(exc).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    # deltaspark's messages whole; Spark's first line (the rest is its query plan and stack)
+    text = " ".join(lines) if isinstance(exc, DeltaSparkError) else (lines[0] if lines else "")
+    name = "" if isinstance(exc, UsageError) else f"{type(exc).__name__}: "
+    return f"deltaspark: {name}{text}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code (argparse's own errors exit with 2 before)."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
-    spark = _session(args)
+    level = logging.ERROR if args.quiet else logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("deltaspark").setLevel(level)
+    cli_output.QUIET["on"] = bool(args.quiet)
+    command = " ".join(x for x in (args.command, getattr(args, "iceberg_command", None)) if x)
     try:
-        return args.func(spark, args)
-    except DeltaSparkError as exc:
-        print(f"deltaspark: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
+        with contextlib.ExitStack() as stack:
+            if args.quiet:
+                stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+            spark = _session(args)
+            progress = not args.quiet and not args.verbose and args.command != "demo"
+            stack.enter_context(cli_output.Progress(spark, command, enabled=progress))
+            return args.func(spark, args)
+    except (UsageError, InvalidArgumentError) as exc:
+        print(_error_line(exc), file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("deltaspark: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one line, no traceback (--verbose: the traceback too)
+        if args.verbose:
+            traceback.print_exc(file=sys.stderr)
+        print(_error_line(exc), file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        cli_output.QUIET["on"] = False
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,12 +1,12 @@
-"""`deltaspark iceberg describe|files|history`: the Iceberg side of the command line."""
+"""`deltaspark iceberg describe|files|history|export`: the Iceberg side of the command line."""
 
 from __future__ import annotations
 
 import argparse
-import json
+import logging
 from typing import Any
 
-from deltaspark.cli_output import _emit_json, _human_bytes, _print_rows, print_files
+from deltaspark.cli_output import _emit_json, _human_bytes, _print_rows, emit_document, print_files
 from deltaspark.iceberg.job_errors import eager
 
 
@@ -78,7 +78,7 @@ def cmd_describe(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     table, snapshot = _snapshot(spark, args)
     facts = describe_facts(table, snapshot)
     if args.json:
-        print(json.dumps(facts, default=str, indent=2))
+        emit_document(facts)
         return 0
     rows = [(k, v) for k, v in facts.items() if k not in ("schema", "properties")]
     rows.append(("properties", ", ".join(f"{k}={v}" for k, v in sorted(facts["properties"].items())) or "-"))
@@ -147,9 +147,42 @@ def cmd_history(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
     return 0
 
 
-def add_commands(commands: Any) -> None:
-    """Adds `iceberg` and its subcommands to the main parser's subcommands."""
-    iceberg = commands.add_parser("iceberg", help="read Iceberg tables: describe, files, history")
+def cmd_export(spark, args: argparse.Namespace) -> int:  # noqa: ANN001
+    """Iceberg metadata for the latest version of a Delta table, written under `<table>/metadata/`."""
+    from deltaspark.table import DeltaTable
+
+    table = DeltaTable.forPathOrName(spark, args.path)
+    logging.getLogger("deltaspark").info("Writing Iceberg metadata for %s", args.path)
+    result = table.toIceberg(formatVersion=args.format_version)
+    facts = {
+        "metadataLocation": result.metadata_location,
+        "snapshotId": result.snapshot_id,
+        "deltaVersion": result.delta_version,
+        "dataFiles": result.data_files,
+        "deletionVectors": result.deletion_vectors,
+        "written": result.written,
+        "incremental": result.incremental,
+    }
+    if args.json:
+        emit_document(facts)
+    elif not result.written:
+        print(f"{result.metadata_location} already describes version {result.delta_version}; nothing written")
+    else:
+        how = "incrementally" if result.incremental else "in full"
+        print(
+            f"Wrote {result.metadata_location} ({how}): Iceberg snapshot {result.snapshot_id} of Delta "
+            f"version {result.delta_version}, {result.data_files:,} data file(s), "
+            f"{result.deletion_vectors:,} deletion vector(s)"
+        )
+    return 0
+
+
+def add_commands(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Adds `iceberg` and its subcommands to the main parser's subcommands; `parents` hold the
+    options every command takes (--json, --quiet, --verbose)."""
+    iceberg = commands.add_parser(
+        "iceberg", parents=parents, help="Iceberg tables: describe, files, history; export a Delta table"
+    )
     sub = iceberg.add_subparsers(dest="iceberg_command", required=True, metavar="COMMAND")
 
     def common(parser: argparse.ArgumentParser, snapshot: bool) -> None:
@@ -158,20 +191,27 @@ def add_commands(commands: Any) -> None:
         parser.add_argument(
             "--relocate", action="append", metavar="OLD=NEW", help="path prefix where the table was written"
         )
-        parser.add_argument("--json", action="store_true")
         if snapshot:
             parser.add_argument("--snapshot-id", type=int)
             parser.add_argument("--ref", help="branch or tag name")
             parser.add_argument("--as-of", help="the snapshot current at this time (ISO or epoch ms)")
 
-    describe = sub.add_parser("describe", help="format, snapshot, specs, file/row/byte counts, schema")
+    describe = sub.add_parser(
+        "describe", parents=parents, help="format, snapshot, specs, file/row/byte counts, schema"
+    )
     common(describe, True)
     describe.set_defaults(func=cmd_describe)
-    files = sub.add_parser("files", help="the live data and delete files of a snapshot")
+    files = sub.add_parser("files", parents=parents, help="the live data and delete files of a snapshot")
     common(files, True)
     files.add_argument("--limit", type=int, default=20)
     files.set_defaults(func=cmd_files)
-    history = sub.add_parser("history", help="the snapshot log, newest first")
+    history = sub.add_parser("history", parents=parents, help="the snapshot log, newest first")
     common(history, False)
     history.add_argument("--limit", type=int, default=None)
     history.set_defaults(func=cmd_history)
+    export = sub.add_parser(
+        "export", parents=parents, help="write Iceberg metadata for a Delta table's latest version, in place"
+    )
+    export.add_argument("path", help="the Delta table")
+    export.add_argument("--format-version", type=int, choices=[1, 2, 3], default=2)
+    export.set_defaults(func=cmd_export)

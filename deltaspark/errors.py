@@ -21,6 +21,13 @@ class TableNotFoundError(DeltaSparkError):
         super().__init__(f"Not a Delta table: {path} ({reason})")
 
 
+class NotADeltaTableError(TableNotFoundError):
+    """A catalog name that is not a Delta table: a view, or a table of another format."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(name, reason)
+
+
 class VersionNotFoundError(DeltaSparkError):
     """The requested version cannot be reconstructed from the log that is present."""
 
@@ -222,9 +229,9 @@ class TooManyCommitAttemptsError(CommitError):
 class TableAlreadyExistsError(DeltaSparkError):
     """`create` found a Delta table (a log with commits) at the location."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, message: str | None = None) -> None:
         self.path = path
-        super().__init__(f"A Delta table already exists at {path}")
+        super().__init__(message or f"A Delta table already exists at {path}")
 
 
 class InvariantViolationError(DeltaSparkError):

@@ -482,6 +482,17 @@ class Snapshot:
         row = self.files().agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("bytes")).first()
         return {"numFiles": int(row["n"] or 0), "sizeInBytes": int(row["bytes"] or 0)} if row else {}
 
+    def _repr_html_(self) -> str:
+        """The key facts as an HTML table (notebooks); files and bytes from one aggregate, kept."""
+        from deltaspark import display
+
+        if "_html_summary" not in self.__dict__:
+            try:
+                self.__dict__["_html_summary"] = self.summary()
+            except Exception:  # noqa: BLE001 - a rendering never fails; the facts it holds still show
+                self.__dict__["_html_summary"] = None
+        return display.snapshot_html(self, self.__dict__["_html_summary"])
+
 
 # ---- loading ----------------------------------------------------------------------------------
 

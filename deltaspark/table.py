@@ -17,10 +17,23 @@ from pyspark.sql.types import DataType, StructField, StructType
 from deltaspark.audit.audit import audit_context, audit_table
 from deltaspark.audit.repair import repair as repair_table
 from deltaspark.audit.report import AuditReport
+from deltaspark.catalog import (
+    CATALOG_MANAGED_FEATURES,
+    catalog_managed_error,
+    default_location,
+    looks_like_name,
+    lookup,
+    path_in_name,
+    refuse_unless_delta,
+    register,
+    resolve,
+)
 from deltaspark.errors import (
     InvalidArgumentError,
     NonContiguousVersionsError,
+    TableAlreadyExistsError,
     TableNotFoundError,
+    UnsupportedFeatureError,
     VersionNotFoundError,
 )
 from deltaspark.features.identity_columns import IdentityGenerator, identity_metadata
@@ -77,6 +90,7 @@ class DeltaTable:
         self._path = path.rstrip("/") or "/"
         self._storage = storage or storage_for(spark)
         self._alias: str | None = None
+        self._name: str | None = None  # the catalog name it was opened or created by
 
     @classmethod
     @eager
@@ -95,9 +109,70 @@ class DeltaTable:
         raise TableNotFoundError(path, "no commit or checkpoint files in _delta_log")
 
     @classmethod
-    def isDeltaTable(cls, spark: SparkSession, path: str) -> bool:
+    @eager
+    def forName(cls, spark: SparkSession, tableOrViewName: str) -> DeltaTable:
+        """The Delta table registered in Spark's session catalog (a Hive metastore, Glue) as
+        `tableOrViewName` (`t`, `db.t`, `spark_catalog.db.t`, or delta-spark's ``delta.`/path` ``).
+
+        Raises `TableNotFoundError` for a missing name or a location without a Delta log,
+        `NotADeltaTableError` for a view or a table of another format, `UnsupportedFeatureError`
+        for a catalog-managed (Unity Catalog) table."""
+        path = path_in_name(tableOrViewName)
+        if path is not None:
+            return cls.forPath(spark, path)
+        entry = resolve(spark, tableOrViewName)
+        assert entry.location is not None
         try:
-            cls.forPath(spark, path)
+            table = cls.forPath(spark, entry.location)
+        except TableNotFoundError as exc:
+            raise TableNotFoundError(
+                tableOrViewName, f"the catalog places it at {entry.location}: {exc}"
+            ) from exc
+        table._name = tableOrViewName
+        try:
+            protocol = table.snapshot().protocol
+        except UnsupportedFeatureError as exc:
+            managed = [f for f in CATALOG_MANAGED_FEATURES if f in exc.features]
+            if managed:
+                raise catalog_managed_error(tableOrViewName, managed) from exc
+            raise
+        managed = [f for f in CATALOG_MANAGED_FEATURES if f in protocol.tableFeatures]
+        if managed:
+            raise catalog_managed_error(tableOrViewName, managed)
+        return table
+
+    @classmethod
+    @eager
+    def forPathOrName(cls, spark: SparkSession, identifier: str) -> DeltaTable:
+        """`forName` when `identifier` is a name the catalog knows, else `forPath` (the CLI's and the
+        jobs' rule: a path has a `/` or a scheme; a bare word not in the catalog is a path)."""
+        if looks_like_name(identifier) and (
+            path_in_name(identifier) is not None or lookup(spark, identifier) is not None
+        ):
+            return cls.forName(spark, identifier)
+        try:
+            return cls.forPath(spark, identifier)
+        except TableNotFoundError as exc:
+            if looks_like_name(identifier):
+                reason = "no such table in the catalog, and no Delta table at that path"
+                raise TableNotFoundError(identifier, reason) from exc
+            raise
+
+    @classmethod
+    def isDeltaTable(cls, spark: SparkSession, identifier: str) -> bool:
+        """Whether `identifier` — a path, or a name in the session catalog (names are tried first;
+        a bare word the catalog does not know is a path) — is a Delta table. A catalog-managed
+        table is a Delta table (True), though deltaspark refuses to open it."""
+        try:
+            if looks_like_name(identifier) and path_in_name(identifier) is None:
+                entry = lookup(spark, identifier)
+                if entry is not None:
+                    refuse_unless_delta(entry)
+                    cls.forName(spark, identifier)
+                    return True
+            cls.forPath(spark, path_in_name(identifier) or identifier)
+        except UnsupportedFeatureError as exc:
+            return any(f in exc.features for f in CATALOG_MANAGED_FEATURES)
         except TableNotFoundError:
             return False
         return True
@@ -106,7 +181,14 @@ class DeltaTable:
     def path(self) -> str:
         return self._path
 
+    @property
+    def name(self) -> str | None:
+        """The catalog name the table was opened or created by (None when opened by path)."""
+        return self._name
+
     def __repr__(self) -> str:
+        if self._name is not None:
+            return f"DeltaTable({self._name!r} at {self._path!r})"
         return f"DeltaTable({self._path!r})"
 
     def _listing(self) -> list[LogFile]:
@@ -218,7 +300,7 @@ class DeltaTable:
     @eager
     def detail(self) -> DataFrame:
         """One row describing the table, like DESCRIBE DETAIL."""
-        return detail_frame(self.snapshot())
+        return detail_frame(self.snapshot(), self._name)
 
     @eager
     def history(self, limit: int | None = None) -> DataFrame:
@@ -483,6 +565,10 @@ class DeltaTable:
         columns = ", ".join(f"{_snake(n)} long" for n in names)
         return self._spark.createDataFrame([tuple(int(m[n]) for n in names)], columns)
 
+    def _repr_html_(self) -> str:
+        """The latest version's key facts as an HTML table (notebooks)."""
+        return self.snapshot()._repr_html_()
+
 
 def _snake(name: str) -> str:
     return "".join("_" + c.lower() if c.isupper() else c for c in name)
@@ -501,12 +587,14 @@ class DeltaTableBuilder:
         self._properties: dict[str, str] = {}
         self._comment: str | None = None
         self._cluster_by: list[str] | None = None
+        self._name: str | None = None
 
     def tableName(self, identifier: str) -> DeltaTableBuilder:
-        raise InvalidArgumentError(
-            "deltaspark does not register tables in a catalog; give the table's location() instead "
-            f"of {identifier!r}"
-        )
+        """Register the table in Spark's session catalog under this name (external, provider
+        `delta`, as delta-spark does); without `location()` it goes where the catalog puts managed
+        tables. An existing Delta table at `location()` with no columns given is registered as is."""
+        self._name = identifier
+        return self
 
     def location(self, path: str) -> DeltaTableBuilder:
         self._path = path
@@ -570,21 +658,35 @@ class DeltaTableBuilder:
 
     @eager
     def execute(self) -> DeltaTable:
-        if self._path is None:
-            raise InvalidArgumentError("Give the table's location() before execute()")
-        table = DeltaTable(self._spark, self._path)
-        result = table_changes.create_table(
-            self._spark,
-            table._storage,
-            table._path,
-            table._latest_or_none(),
-            self._mode,
-            StructType(self._fields),
-            self._partitions,
-            self._properties,
-            self._comment,
-            self._cluster_by,
+        if self._path is None and self._name is None:
+            raise InvalidArgumentError("Give the table's tableName() or location() before execute()")
+        path, registered = _location_for_name(self._spark, self._name, self._path)
+        if registered and self._mode == "create":
+            raise TableAlreadyExistsError(
+                self._name or "", f"The catalog already has a table named {self._name}"
+            )
+        table = DeltaTable(self._spark, path)
+        table._name = self._name
+        latest = table._latest_or_none()
+        register_only = (
+            self._name is not None and latest is not None and not self._fields and self._mode != "replace"
         )
+        result = None
+        if not register_only:
+            result = table_changes.create_table(
+                self._spark,
+                table._storage,
+                table._path,
+                latest,
+                self._mode,
+                StructType(self._fields),
+                self._partitions,
+                self._properties,
+                self._comment,
+                self._cluster_by,
+            )
+        if self._name is not None and not registered:
+            _register(table)
         table._after_commit(result)
         return table
 
@@ -597,10 +699,49 @@ def _parse_type(spark: SparkSession, ddl: str) -> DataType:
     return spark.createDataFrame([], f"x {ddl}").schema.fields[0].dataType
 
 
+def _location_for_name(spark: SparkSession, name: str | None, path: str | None) -> tuple[str, bool]:
+    """Where the table named `name` lives (its catalog location, else `path`, else the catalog's
+    managed location), and whether the catalog already has it."""
+    if name is None:
+        assert path is not None
+        return path, False
+    entry = lookup(spark, name)
+    if entry is None:
+        return (path if path is not None else default_location(spark, name)), False
+    refuse_unless_delta(entry)
+    assert entry.location is not None
+    if path is not None and _normalized(path) != _normalized(entry.location):
+        raise InvalidArgumentError(f"{name} is registered at {entry.location}, not at {path}")
+    return entry.location, True
+
+
+def _normalized(location: str) -> str:
+    for prefix in ("file://", "file:"):
+        if location.startswith(prefix):
+            location = location[len(prefix) :]
+            break
+    return "/" + location.strip("/") if location.startswith("/") else location.rstrip("/")
+
+
+def _register(table: DeltaTable) -> None:
+    """Register `table` (just created or found at its location) under its name."""
+    assert table._name is not None
+    snapshot = table.snapshot()
+    register(
+        table._spark,
+        table._name,
+        table._path,
+        snapshot.schema,
+        snapshot.partitionColumns,
+        snapshot.configuration,
+        snapshot.metadata.description,
+    )
+
+
 @eager
 def write(
     df: DataFrame,
-    path: str,
+    path: str | None = None,
     mode: str = "append",
     partitionBy: list[str] | None = None,
     replaceWhere: str | None = None,
@@ -611,15 +752,23 @@ def write(
     mergeSchema: bool = False,
     overwriteSchema: bool = False,
     clusterBy: list[str] | None = None,
+    tableName: str | None = None,
 ) -> CommitResult | None:
-    """Write a DataFrame to the Delta table at `path` (created if absent): `mode` is append,
+    """Write a DataFrame to the Delta table at `path`, or named `tableName` in Spark's session
+    catalog (created and registered if absent; with both, a new table goes to `path`): `mode` is append,
     overwrite (with `replaceWhere` over partition columns: replace only those partitions),
     error/errorifexists or ignore. `txnAppId`/`txnVersion` make the write idempotent;
     `mergeSchema` adds new columns; `overwriteSchema` (overwrite) replaces schema and partitioning;
     `clusterBy` creates the table clustered by those columns (liquid clustering).
     Returns the commit, or None when nothing was committed."""
     spark = df.sparkSession
-    table = DeltaTable(spark, path)
+    if path is None and tableName is None:
+        raise InvalidArgumentError("Give the table's path or tableName")
+    location, registered = _location_for_name(spark, tableName, path)
+    if registered and mode in ("error", "errorifexists"):
+        raise TableAlreadyExistsError(location, f"The catalog already has a table named {tableName}")
+    table = DeltaTable(spark, location)
+    table._name = tableName
     result = write_rows(
         spark,
         table._storage,
@@ -637,4 +786,6 @@ def write(
         overwriteSchema,
         clusterBy,
     )
+    if tableName is not None and not registered and (result is not None or mode == "ignore"):
+        _register(table)
     return table._after_commit(result)

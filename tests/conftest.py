@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,9 +57,18 @@ def spark():
         yield session
         session.stop()
         return
+    # A real catalog: Spark's Hive client with an embedded Derby metastore, in a temp folder.
+    catalog_dir = tempfile.mkdtemp(prefix="deltaspark-metastore-")
     session = (
         SparkSession.builder.master("local[2]")
         .appName("deltaspark-tests")
+        .enableHiveSupport()
+        .config("spark.sql.warehouse.dir", os.path.join(catalog_dir, "warehouse"))
+        .config(
+            "spark.hadoop.javax.jdo.option.ConnectionURL",
+            f"jdbc:derby:;databaseName={os.path.join(catalog_dir, 'metastore_db')};create=true",
+        )
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={catalog_dir}")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
@@ -69,6 +80,7 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    shutil.rmtree(catalog_dir, ignore_errors=True)
 
 
 DRIVER_REPLAY_CONF = "spark.deltaspark.replay.driverMaxBytes"

@@ -132,7 +132,7 @@ def test_cli_checkpoint_and_cleanup(spark, tmp_path, capsys):
     assert cli(["cleanup", log.path, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["numFiles"] == 4
     assert sorted(n for n in os.listdir(log.log) if n.endswith(".json")) == [f"{4:020d}.json"]
-    assert cli(["checkpoint", str(tmp_path / "nothing")]) == 2
+    assert cli(["checkpoint", str(tmp_path / "nothing")]) == 1
     assert "TableNotFoundError" in capsys.readouterr().err
 
 

@@ -17,9 +17,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "deltaspark"
 # Lowest first. A module may import modules of its own layer or of lower ones.
 LAYERS = [
     ("errors",),
+    ("display",),  # notebook HTML of the objects: imports none of them
     ("spark_compat",),
     ("spark_errors",),
     ("storage",),
+    ("catalog",),  # names -> locations in Spark's session catalog
     ("features",),
     ("log",),
     ("read",),

@@ -32,7 +32,9 @@ def test_ci_runs_the_suite_on_pyspark_4_and_3_5():
 def test_readme_never_tells_users_to_pip_install_from_pypi():
     """The package is not on PyPI: every install command shown must be one that works."""
     install = re.compile(r"pip install (?:-\S+ )*deltaspark(?:\s|$)")
-    for path in [REPO / "README.md", REPO / "notebooks" / "README.md"]:
+    pages = [REPO / "README.md", REPO / "notebooks" / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    assert len(pages) > 3  # the documentation site's pages are checked too
+    for path in pages:
         blocks = re.findall(r"```.*?```", path.read_text(), flags=re.S)
         assert not [b for b in blocks if install.search(b)], path.name
         assert "PyPI `deltaspark`" not in path.read_text()

@@ -27,6 +27,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from deltaspark.audit.audit import LEVELS, audit_table
+from deltaspark.catalog import location_of, looks_like_name
 from deltaspark.errors import TableNotFoundError
 from deltaspark.maintenance.job_io import start_job, write_summary
 from deltaspark.operations.write import write
@@ -72,22 +73,27 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:  # noqa: ANN001
     started = time.time()
     results: list[dict[str, Any]] = []
     frames = []
-    for path in paths:
-        print(f"[{len(results) + 1}/{len(paths)}] {path}", flush=True)
+    for table in paths:
+        print(f"[{len(results) + 1}/{len(paths)}] {table}", flush=True)
+        named = {"table": table} if looks_like_name(table) else {}
+        path = table
         try:
+            path = location_of(spark, table)
             report = audit_table(spark, storage, path, args.level)
         except Exception as exc:  # one table that cannot be audited must not stop the others
-            results.append({"path": path, "status": "error", "error": f"{type(exc).__name__}: {exc}"})
+            results.append(
+                {"path": path, **named, "status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            )
             continue
         summary = report.summary
-        results.append({"path": path, "status": "passed" if report.passed else "failed", **summary})
+        results.append({"path": path, **named, "status": "passed" if report.passed else "failed", **summary})
         print(report.text(limit=10), flush=True)
         if args.findings:
             frames.append(
                 report.findings.select(
                     F.lit(run_id).alias("runId"),
                     F.lit(run_at).cast("timestamp").alias("auditedAt"),
-                    F.lit(path).alias("table"),
+                    F.lit(table).alias("table"),
                     F.lit(report.version).cast("long").alias("tableVersion"),
                     "*",
                 )

@@ -110,6 +110,25 @@ class AuditReport:
             lines.append("metrics: " + ", ".join(f"{k}={v}" for k, v in self.metrics.items()))
         return "\n".join(lines)
 
+    def _repr_html_(self) -> str:
+        """The verdict, counts per check and severity, metrics and (while what the audit cached is
+        held, before `unpersist()`) the first errors and warnings, as HTML (notebooks)."""
+        from deltaspark import display
+
+        if "_html_shown" not in self.__dict__:
+            shown: list[dict[str, Any]] = []
+            try:
+                held = bool(self._persisted) and all(f.is_cached for f in self._persisted)
+                if held and (self.summary["errors"] or self.summary["warnings"]):
+                    first = self.findings.where(F.col("severity") != "info").orderBy(
+                        F.when(F.col("severity") == "error", 0).otherwise(1), "check", "version", "path"
+                    )
+                    shown = [r.asDict() for r in first.limit(10).collect()]
+            except Exception:  # noqa: BLE001 - a rendering never fails; the counts still show
+                shown = []
+            self.__dict__["_html_shown"] = shown
+        return display.audit_html(self, self.__dict__["_html_shown"])
+
 
 @dataclass
 class CheckOutcome:

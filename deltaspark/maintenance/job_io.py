@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from deltaspark.catalog import location_of, looks_like_name
 from deltaspark.storage import HadoopStorage
 
 
@@ -48,16 +49,19 @@ def start_job(
     return args, paths, spark
 
 
-def each_table(paths: list[str], work: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
-    """`work` on every table in turn, printing progress; a failing table is reported (`status`
-    failed, the error named) and the others still run."""
+def each_table(spark: Any, tables: list[str], work: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """`work` on every table (a path, or a name in the session catalog) in turn, printing progress;
+    a failing table is reported (`status` failed, the error named) and the others still run."""
     results: list[dict[str, Any]] = []
-    for path in paths:
-        print(f"[{len(results) + 1}/{len(paths)}] {path}", flush=True)
+    for table in tables:
+        print(f"[{len(results) + 1}/{len(tables)}] {table}", flush=True)
+        named = {"table": table} if looks_like_name(table) else {}
         try:
-            results.append({"path": path, "status": "ok", **work(path)})
+            path = location_of(spark, table)
+            results.append({"path": path, **named, "status": "ok", **work(path)})
         except Exception as exc:  # one broken table must not stop the others
-            results.append({"path": path, "status": "failed", "error": f"{type(exc).__name__}: {exc}"})
+            error = f"{type(exc).__name__}: {exc}"
+            results.append({"path": table, **named, "status": "failed", "error": error})
     return results
 
 

@@ -65,13 +65,14 @@ def _logical_path(schema: StructType, path: tuple[str, ...], mode: str) -> list[
     return names
 
 
-def detail_frame(snapshot: Any) -> DataFrame:
+def detail_frame(snapshot: Any, name: str | None = None) -> DataFrame:
+    """DESCRIBE DETAIL's one row; `name` is the catalog name the table was opened by, if any."""
     summary = snapshot.summary()
     created = snapshot.metadata.createdTime
     row = (
         "delta",
         snapshot.metadata.id,
-        snapshot.metadata.name,
+        name if name is not None else snapshot.metadata.name,
         snapshot.metadata.description,
         snapshot.tableRoot,
         dt.datetime.fromtimestamp(created / 1000, tz=dt.timezone.utc) if created is not None else None,

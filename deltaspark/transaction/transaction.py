@@ -84,6 +84,12 @@ class CommitResult:
     # the committed table configuration (post-commit work reads it instead of loading the version)
     configuration: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
+    def _repr_html_(self) -> str:
+        """Version, operation, parameters and metrics as an HTML table (notebooks)."""
+        from deltaspark import display
+
+        return display.commit_html(self)
+
 
 def _in_schema_order(frame: DataFrame, column: str, schema: StructType) -> Column:
     """A file action struct with the protocol's fields in the protocol's order (absent ones null).
