@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from deltaspark.audit.audit import LEVELS, audit_table
 from deltaspark.catalog import location_of, looks_like_name
 from deltaspark.errors import TableNotFoundError
-from deltaspark.maintenance.job_io import start_job, write_summary
+from deltaspark.maintenance.job_io import add_common_arguments, start_job, write_summary
 from deltaspark.operations.write import write
 from deltaspark.snapshot import load_version
 from deltaspark.storage import storage_for
@@ -57,12 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="audit_job", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("paths", nargs="*", help="table paths")
-    parser.add_argument("--paths-file", help="a local file with one table path per line (# comments)")
+    add_common_arguments(parser)
     parser.add_argument("--level", choices=LEVELS, default="full", help="quick: the log only (default: full)")
     parser.add_argument("--findings", help="append every finding to this Delta table (path)")
-    parser.add_argument("--output", help="write the JSON summary here (local or Hadoop path)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what deltaspark does")
     return parser
 
 

@@ -14,6 +14,15 @@ from deltaspark.catalog import location_of, looks_like_name
 from deltaspark.storage import HadoopStorage
 
 
+def add_common_arguments(parser: argparse.ArgumentParser, what: str = "table") -> None:
+    """The arguments every job takes: its tables (paths or catalog names, given and/or in a file),
+    where the JSON summary goes, and `-v`."""
+    parser.add_argument("paths", nargs="*", help=f"{what} paths, or names in the session catalog (db.table)")
+    parser.add_argument("--paths-file", help="a local file with one table path or name per line (# comments)")
+    parser.add_argument("--output", help="write the JSON summary here (local or Hadoop path)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what deltaspark does")
+
+
 def table_paths(args: argparse.Namespace) -> list[str]:
     paths = list(args.paths)
     if args.paths_file:

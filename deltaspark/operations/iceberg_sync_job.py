@@ -27,7 +27,7 @@ from deltaspark.errors import IcebergTableNotFoundError
 from deltaspark.features import row_tracking
 from deltaspark.iceberg import table_metadata
 from deltaspark.log.paths import normalize_root
-from deltaspark.maintenance.job_io import each_table, finish_job, start_job
+from deltaspark.maintenance.job_io import add_common_arguments, each_table, finish_job, start_job
 from deltaspark.operations.iceberg_export import to_iceberg
 from deltaspark.snapshot import Snapshot, load_version
 from deltaspark.storage import storage_for
@@ -82,16 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sync_iceberg", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("paths", nargs="*", help="Delta table paths")
-    parser.add_argument("--paths-file", help="a local file with one table path per line (# comments)")
-    parser.add_argument("--output", help="write the JSON summary here (local or Hadoop path)")
+    add_common_arguments(parser, "Delta table")
     parser.add_argument(
         "--format-version",
         choices=["2", "3", "auto"],
         default="auto",
         help="Iceberg format (default: the existing metadata's; else 3 with row tracking, else 2)",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what deltaspark does")
     return parser
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from deltaspark.maintenance.checkpoint_writer import protected_before_version, write_checkpoint
-from deltaspark.maintenance.job_io import each_table, finish_job, start_job
+from deltaspark.maintenance.job_io import add_common_arguments, each_table, finish_job, start_job
 from deltaspark.maintenance.log_cleanup import cleanup_log
 from deltaspark.maintenance.vacuum import vacuum
 from deltaspark.operations.optimize.execute import optimize
@@ -120,9 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="checkpoint_job", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("paths", nargs="*", help="table paths")
-    parser.add_argument("--paths-file", help="a local file with one table path per line (# comments)")
-    parser.add_argument("--output", help="write the JSON summary here (local or Hadoop path)")
+    add_common_arguments(parser)
     parser.add_argument(
         "--interval", type=int, help="checkpoint after this many commits (default: delta.checkpointInterval)"
     )
@@ -139,7 +137,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--vacuum-lite", action="store_true", help="vacuum LITE: candidates from the log")
     parser.add_argument("--vacuum-retain-hours", type=float, help="vacuum retention (default: the table's)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what deltaspark does")
     return parser
 
 
