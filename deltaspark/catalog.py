@@ -52,7 +52,6 @@ class CatalogEntry:
     """What the catalog says about a table: where it lives and what kind of table it is."""
 
     name: str  # as the user gave it
-    qualified: str  # catalog.database.table, each part quoted
     provider: str
     table_type: str  # EXTERNAL, MANAGED, VIEW
     location: str | None
@@ -121,21 +120,16 @@ def lookup(spark: SparkSession, name: str) -> CatalogEntry | None:
         rows = spark.sql(f"SHOW TABLE EXTENDED{where} LIKE {_sql_string(table)}").collect()
     except Exception as exc:  # noqa: BLE001 - Spark's analysis errors differ by version
         message = str(exc)
-        if any(k in message for k in ("SCHEMA_NOT_FOUND", "NoSuchDatabase", "NoSuchNamespace", "not found")):
-            return None
-        if "CATALOG_NOT_FOUND" in message or "Catalog" in message and "not found" in message:
+        missing = ("SCHEMA_NOT_FOUND", "CATALOG_NOT_FOUND", "NoSuchDatabase", "NoSuchNamespace", "not found")
+        if any(k in message for k in missing):
             return None
         raise
     for row in rows:
         if row["tableName"].lower() != table.lower():
             continue
         facts = _information(row["information"] or "")
-        catalog = facts.get("Catalog", SESSION_CATALOG if not row["isTemporary"] else "")
-        database = facts.get("Database", row["namespace"] or "")
-        qualified = ".".join(_quote(p) for p in [catalog, database, row["tableName"]] if p)
         return CatalogEntry(
             name=name,
-            qualified=qualified,
             provider=facts.get("Provider", "").lower(),
             table_type=facts.get("Type", "VIEW" if row["isTemporary"] else "").upper(),
             location=facts.get("Location") or None,

@@ -19,6 +19,7 @@ from deltaspark.audit.repair import repair as repair_table
 from deltaspark.audit.report import AuditReport
 from deltaspark.catalog import (
     CATALOG_MANAGED_FEATURES,
+    CatalogEntry,
     catalog_managed_error,
     default_location,
     looks_like_name,
@@ -120,25 +121,30 @@ class DeltaTable:
         path = path_in_name(tableOrViewName)
         if path is not None:
             return cls.forPath(spark, path)
-        entry = resolve(spark, tableOrViewName)
+        return cls._registered(spark, resolve(spark, tableOrViewName))
+
+    @classmethod
+    def _registered(cls, spark: SparkSession, entry: CatalogEntry) -> DeltaTable:
+        """The table a catalog entry (a Delta table, `refuse_unless_delta` passed) places, read once
+        so that a catalog-managed table is refused."""
+        refuse_unless_delta(entry)
         assert entry.location is not None
         try:
             table = cls.forPath(spark, entry.location)
         except TableNotFoundError as exc:
-            raise TableNotFoundError(
-                tableOrViewName, f"the catalog places it at {entry.location}: {exc}"
-            ) from exc
-        table._name = tableOrViewName
+            reason = f"the catalog places it at {entry.location}: {exc}"
+            raise TableNotFoundError(entry.name, reason) from exc
+        table._name = entry.name
         try:
             protocol = table.snapshot().protocol
         except UnsupportedFeatureError as exc:
             managed = [f for f in CATALOG_MANAGED_FEATURES if f in exc.features]
             if managed:
-                raise catalog_managed_error(tableOrViewName, managed) from exc
+                raise catalog_managed_error(entry.name, managed) from exc
             raise
         managed = [f for f in CATALOG_MANAGED_FEATURES if f in protocol.tableFeatures]
         if managed:
-            raise catalog_managed_error(tableOrViewName, managed)
+            raise catalog_managed_error(entry.name, managed)
         return table
 
     @classmethod
@@ -146,10 +152,12 @@ class DeltaTable:
     def forPathOrName(cls, spark: SparkSession, identifier: str) -> DeltaTable:
         """`forName` when `identifier` is a name the catalog knows, else `forPath` (the CLI's and the
         jobs' rule: a path has a `/` or a scheme; a bare word not in the catalog is a path)."""
-        if looks_like_name(identifier) and (
-            path_in_name(identifier) is not None or lookup(spark, identifier) is not None
-        ):
-            return cls.forName(spark, identifier)
+        path = path_in_name(identifier)
+        if path is not None:
+            return cls.forPath(spark, path)
+        entry = lookup(spark, identifier) if looks_like_name(identifier) else None
+        if entry is not None:
+            return cls._registered(spark, entry)
         try:
             return cls.forPath(spark, identifier)
         except TableNotFoundError as exc:
@@ -164,13 +172,7 @@ class DeltaTable:
         a bare word the catalog does not know is a path) — is a Delta table. A catalog-managed
         table is a Delta table (True), though deltaspark refuses to open it."""
         try:
-            if looks_like_name(identifier) and path_in_name(identifier) is None:
-                entry = lookup(spark, identifier)
-                if entry is not None:
-                    refuse_unless_delta(entry)
-                    cls.forName(spark, identifier)
-                    return True
-            cls.forPath(spark, path_in_name(identifier) or identifier)
+            cls.forPathOrName(spark, identifier)
         except UnsupportedFeatureError as exc:
             return any(f in exc.features for f in CATALOG_MANAGED_FEATURES)
         except TableNotFoundError:
