@@ -212,6 +212,6 @@ def add_commands(commands: Any, parents: list[argparse.ArgumentParser]) -> None:
     export = sub.add_parser(
         "export", parents=parents, help="write Iceberg metadata for a Delta table's latest version, in place"
     )
-    export.add_argument("path", help="the Delta table")
+    export.add_argument("path", metavar="TABLE", help="a Delta table path, or a name in the catalog")
     export.add_argument("--format-version", type=int, choices=[1, 2, 3], default=2)
     export.set_defaults(func=cmd_export)
