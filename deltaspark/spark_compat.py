@@ -223,6 +223,28 @@ def micros_timestamps(spark: SparkSession) -> Iterator[None]:
                 spark.conf.set(_TIMESTAMP_CONF, previous)
 
 
+_RANGE_SAMPLE_CONF = "spark.sql.execution.rangeExchange.sampleSizePerPartition"
+_DEFAULT_RANGE_SAMPLE = 100
+
+
+@contextlib.contextmanager
+def range_sample(spark: SparkSession, rows: int, partitions: int) -> Iterator[None]:
+    """Range partitionings planned inside place their boundaries from a sample of about `rows`
+    rows, not Spark's 100 per output partition. Spark seeds that sample with the RDD's id, so a
+    small sample gives boundaries (and, under OPTIMIZE's curve, files of uneven size and overlap)
+    that change with what the session ran before; a sample as large as the data (up to `rows`) gives
+    the same exact boundaries every time. Left alone when the user set it."""
+    hint = -(-rows // max(partitions, 1))
+    if spark.conf.get(_RANGE_SAMPLE_CONF, None) is not None or hint <= _DEFAULT_RANGE_SAMPLE:
+        yield
+        return
+    spark.conf.set(_RANGE_SAMPLE_CONF, str(hint))
+    try:
+        yield
+    finally:
+        spark.conf.unset(_RANGE_SAMPLE_CONF)
+
+
 _OPEN_COST_CONF = "spark.sql.files.openCostInBytes"
 _DEFAULT_OPEN_COST = 4 * 1024 * 1024
 

@@ -9,6 +9,7 @@ import json
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from deltaspark import DeltaTable
 from deltaspark.errors import ConcurrentDeleteReadError, InvalidArgumentError
 from deltaspark.operations.optimize.bins import MAX_FILE_SIZE_CONF, MIN_FILE_SIZE_CONF
 from deltaspark.operations.optimize.execute import optimize
+from deltaspark.operations.optimize.layout import along_curve, quantile_boundaries, rank_of
+from deltaspark.spark_compat import range_sample
 from deltaspark.table import write
 from tests.writer_rules import check_table
 
@@ -190,10 +193,10 @@ def test_purge_and_compaction_drop_deleted_rows_keeping_row_ids(spark, tmp_path)
     check_table(path)
 
 
-def _files_hit(path: Path, column: str, value: int) -> float:
+def _files_hit(path: Path, column: str, value: int) -> Fraction:
     files = _live_files(path).values()
     hits = [f for f in files if f[f"min.{column}"] <= value <= f[f"max.{column}"]]
-    return len(hits) / len(files)
+    return Fraction(len(hits), len(files))  # exact: thresholds compare sums of these
 
 
 def test_zorder_makes_point_lookups_skip_files_on_each_column(spark, tmp_path):
@@ -222,6 +225,31 @@ def test_zorder_makes_point_lookups_skip_files_on_each_column(spark, tmp_path):
         table.optimize().executeZOrderBy("nope")
     with pytest.raises(InvalidArgumentError, match="at least one column"):
         table.optimize().executeZOrderBy()
+
+
+def test_the_curve_cuts_files_at_the_same_exact_places_whatever_ran_before(spark):
+    """Spark seeds a range partitioning's sample with the RDD's id, so with its default sample (100
+    rows a file) the files' boundaries on the curve, and so their sizes and overlap, changed with
+    what the session had run before. OPTIMIZE samples as many rows as it ranks (all, when few): the
+    files hold equal counts, the same in any session."""
+    rng = random.Random(3)
+    frame = spark.createDataFrame(
+        [(rng.randrange(10**6), rng.randrange(10**6)) for _ in range(3000)], "x long, y long"
+    ).repartition(3)
+    keys = [F.col(c).cast("double") for c in "xy"]
+    cuts = quantile_boundaries(frame, keys, 3000, 8)
+    ranks = [rank_of(key, True, key_cuts) for key, key_cuts in zip(keys, cuts, strict=True)]
+
+    def layout() -> list[tuple[int, int, int]]:
+        laid = along_curve(frame, [], ranks, 8, 8).groupBy(F.spark_partition_id().alias("file"))
+        with range_sample(spark, 3000, 8):
+            return sorted(tuple(r) for r in laid.agg(F.count("*"), F.min("x") + F.min("y")).collect())
+
+    first = layout()
+    for _ in range(11):
+        spark.sparkContext.parallelize([0])  # later RDD ids: another seed
+    assert layout() == first
+    assert len(first) == 8 and all(abs(count - 375) <= 3 for _, count, _ in first), first
 
 
 def test_optimize_isolation_refusals_and_the_cli(spark, tmp_path, capsys):

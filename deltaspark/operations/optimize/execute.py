@@ -10,6 +10,7 @@ materialized columns). No change data is written: the rows do not change.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -37,6 +38,7 @@ from deltaspark.operations.optimize.bins import (
     binned_files,
 )
 from deltaspark.operations.optimize.layout import (
+    SAMPLE_ROWS,
     along_curve,
     files_for,
     one_task_per_bin,
@@ -54,7 +56,7 @@ from deltaspark.operations.write import (
 )
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
-from deltaspark.spark_compat import small_file_reads
+from deltaspark.spark_compat import range_sample, small_file_reads
 from deltaspark.storage import Storage
 from deltaspark.transaction.transaction import CommitResult, Transaction
 
@@ -325,9 +327,12 @@ def _rewrite(request: _Request, binned: DataFrame, totals: _Totals) -> WrittenFi
         wanted = files_for(F.col("size"), request.sizes.max_file_size)
         files = int(per_partition.agg(F.sum(wanted)).first()[0])
         laid = along_curve(rows, list(snapshot.partitionColumns), ranks, files, bits)
+        # the files' boundaries on the curve from as many rows as the quantiles (all, when few)
+        sampled = range_sample(request.spark, min(live, SAMPLE_ROWS), files)
     else:
         laid = one_task_per_bin(rows, totals.bins).drop(BIN)
-    with small_file_reads(request.spark, totals.bytes // totals.files):
+        sampled = contextlib.nullcontext()
+    with sampled, small_file_reads(request.spark, totals.bytes // totals.files):
         return write_data_files(
             request.spark,
             snapshot.tableRoot,
