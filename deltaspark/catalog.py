@@ -41,6 +41,9 @@ SESSION_CATALOG = "spark_catalog"
 # Table features whose commits must go through the catalog (Unity Catalog's catalog-managed tables):
 # a put-if-absent commit at the location would bypass it.
 CATALOG_MANAGED_FEATURES = ("catalogManaged", "catalogOwned-preview")
+# Which version of the table a catalog entry shows (delta-spark's keys, so both skip older updates).
+LAST_UPDATE_VERSION = "delta.lastUpdateVersion"
+LAST_COMMIT_TIMESTAMP = "delta.lastCommitTimestamp"
 
 _PART = r"(?:`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)"
 _NAME = re.compile(rf"^{_PART}(?:\.{_PART}){{0,2}}$")
@@ -216,12 +219,34 @@ def register(
         )
     if lookup(spark, name) is not None:
         raise TableAlreadyExistsError(name, f"The catalog already has a table named {name}")
-    ordered = _partition_columns_last(schema, partition_columns)
     jvm = spark.sparkContext._jvm  # noqa: SLF001
     # The catalog keeps a qualified URI: a relative path would mean something else to each reader.
     hadoop_path = jvm.org.apache.hadoop.fs.Path(location)
     file_system = hadoop_path.getFileSystem(session.sessionState().newHadoopConf())
     location = str(file_system.makeQualified(hadoop_path).toString())
+    entry = _catalog_table(spark, parts, location, schema, partition_columns, properties, comment)
+    session.sessionState().catalog().createTable(entry, False, False)
+    log.info("Registered %s at %s (provider delta)", name, location)
+    registered = lookup(spark, name)
+    if registered is None:  # pragma: no cover - the catalog just said it created it
+        raise TableNotFoundError(name, "the catalog lost the table it registered")
+    return registered
+
+
+def _catalog_table(
+    spark: SparkSession,
+    parts: list[str],
+    location: str,
+    schema: StructType,
+    partition_columns: list[str],
+    properties: dict[str, str],
+    comment: str | None,
+) -> Any:
+    """Spark's `CatalogTable` for a Delta table: the one its parser and analyzer make of a `CREATE
+    TABLE ... USING parquet` statement, copied with provider `delta` and the schema with its field
+    metadata (column mapping ids and physical names, which DDL cannot carry)."""
+    jvm = spark.sparkContext._jvm  # noqa: SLF001
+    ordered = _partition_columns_last(schema, partition_columns)
     jschema = jvm.org.apache.spark.sql.types.DataType.fromJson(ordered.json())
     partitioning = ", ".join(_quote(c) for c in partition_columns)
     listed = ", ".join(f"{_sql_string(k)} = {_sql_string(v)}" for k, v in properties.items())
@@ -234,22 +259,113 @@ def register(
         + (f" COMMENT {_sql_string(comment)}" if comment else "")
         + (f" TBLPROPERTIES ({listed})" if properties else "")
     )
-    state = session.sessionState()
-    command = state.analyzer().execute(state.sqlParser().parsePlan(statement))
-    template = command.table()
-    # The parser's entry, with provider `delta` and the schema with its field metadata (column
-    # mapping ids and physical names, which DDL cannot carry).
-    copy = next(m for m in template.getClass().getMethods() if m.getName() == "copy")
-    args = [getattr(template, f"copy$default${i}")() for i in range(1, len(copy.getParameterTypes()) + 1)]
-    args[3] = jschema
-    args[4] = jvm.scala.Some("delta")
-    entry = template.copy(*args)
-    state.catalog().createTable(entry, False, False)
-    log.info("Registered %s at %s (provider delta)", name, location)
-    registered = lookup(spark, name)
-    if registered is None:  # pragma: no cover - the catalog just said it created it
-        raise TableNotFoundError(name, "the catalog lost the table it registered")
-    return registered
+    state = spark._jsparkSession.sessionState()  # noqa: SLF001
+    template = state.analyzer().execute(state.sqlParser().parsePlan(statement)).table()
+    return _copy(template, {_SCHEMA: jschema, _PROVIDER: jvm.scala.Some("delta")})
+
+
+# Positions in `CatalogTable`'s constructor, the same on Spark 3.5 and 4.x (later ones differ).
+_SCHEMA, _PROVIDER, _PARTITION_COLUMNS, _PROPERTIES, _COMMENT = 3, 4, 5, 11, 14
+_ACCESSORS = {
+    _SCHEMA: "schema",
+    _PROVIDER: "provider",
+    _PARTITION_COLUMNS: "partitionColumnNames",
+    _PROPERTIES: "properties",
+    _COMMENT: "comment",
+}
+
+
+def _copy(table: Any, changes: dict[int, Any]) -> Any:
+    """`table.copy(...)` with the arguments at `changes`' positions replaced: the case class's `copy`
+    takes every field positionally (py4j has no named arguments), each defaulting to the current
+    value; each replaced position is checked to hold the field it is meant to."""
+    copy = next(m for m in table.getClass().getMethods() if m.getName() == "copy")
+    args = [getattr(table, f"copy$default${i}")() for i in range(1, len(copy.getParameterTypes()) + 1)]
+    for position, value in changes.items():
+        current = getattr(table, _ACCESSORS[position])()
+        if not args[position].equals(current):  # pragma: no cover - a Spark with another layout
+            raise UnsupportedSessionError(f"Spark's CatalogTable has no {_ACCESSORS[position]} at {position}")
+        args[position] = value
+    return table.copy(*args)
+
+
+def sync(
+    spark: SparkSession,
+    name: str,
+    version: int,
+    timestamp: int,
+    schema: StructType,
+    partition_columns: list[str],
+    properties: dict[str, str],
+    comment: str | None,
+) -> bool:
+    """Bring the catalog entry of the Delta table `name` up to the table's `version`: its schema,
+    properties and comment, as delta-spark's catalog update does (`delta.lastUpdateVersion` and
+    `delta.lastCommitTimestamp` record which version it shows, so a slower writer of an older
+    version leaves a newer entry alone). Returns whether the entry was changed.
+
+    Spark's catalog cannot change an entry's partition columns in place. When they differ from the
+    table's, an external entry is registered afresh (its data stays); a managed one without
+    partition columns (as delta-spark registers tables) takes the schema as data columns, as
+    delta-spark's update writes it; another managed one keeps its schema, with a warning (dropping
+    it would delete the table's data)."""
+    parts = split_name(name)
+    if is_connect(spark) or (len(parts) == 3 and parts[0].lower() != SESSION_CATALOG):
+        return False
+    entry = lookup(spark, name)
+    if entry is None or entry.temporary or entry.provider != "delta":
+        return False  # dropped, or re-created as something else, since
+    state = spark._jsparkSession.sessionState()  # noqa: SLF001
+    catalog = state.catalog()
+    ident = state.sqlParser().parseTableIdentifier(".".join(_quote(p) for p in parts[-2:]))
+    current = catalog.getTableMetadata(ident)
+    recorded = current.properties().get(LAST_UPDATE_VERSION)
+    if recorded.isDefined() and int(recorded.get()) >= version:
+        return False
+    shown = {**properties, LAST_UPDATE_VERSION: str(version), LAST_COMMIT_TIMESTAMP: str(timestamp)}
+    location = entry.location or ""
+    registered = [str(c) for c in _list(current.partitionColumnNames())]
+    lowered = [c.lower() for c in partition_columns]
+    data: StructType | None = schema
+    if [c.lower() for c in registered] == lowered:
+        data = StructType([f for f in schema.fields if f.name.lower() not in lowered])
+    elif current.tableType().name() == "EXTERNAL":
+        # Spark's catalog cannot change partition columns in place: the external entry is written
+        # afresh (dropping an external table's entry deletes no data)
+        fresh = _catalog_table(spark, parts, location, schema, partition_columns, shown, comment)
+        catalog.dropTable(ident, False, False)
+        catalog.createTable(fresh, False, False)
+        log.info("Registered %s afresh, partitioned by %s (version %d)", name, partition_columns, version)
+        return True
+    elif registered:
+        data = None
+        log.warning(
+            "The catalog entry of %s keeps its partition columns %s: the table is now partitioned by %s "
+            "(Spark's catalog cannot change them in place, and dropping a managed table's entry would "
+            "delete its data); its schema there is left as it was",
+            name,
+            registered,
+            partition_columns,
+        )
+    jvm = spark.sparkContext._jvm  # noqa: SLF001
+    if data is not None:
+        jdata = jvm.org.apache.spark.sql.types.DataType.fromJson(data.json())
+        if not jdata.equals(current.dataSchema()):
+            # the external catalog's call: the session catalog's refuses to drop columns
+            table_ident = current.identifier()
+            catalog.externalCatalog().alterTableDataSchema(
+                table_ident.database().get(), table_ident.table(), jdata
+            )
+            current = catalog.getTableMetadata(ident)
+    template = _catalog_table(spark, parts, location, schema, partition_columns, shown, comment)
+    catalog.alterTable(_copy(current, {_PROPERTIES: template.properties(), _COMMENT: template.comment()}))
+    log.info("Updated the catalog entry of %s to version %d", name, version)
+    return True
+
+
+def _list(seq: Any) -> list[Any]:
+    """A Scala `Seq` as a Python list."""
+    return [seq.apply(i) for i in range(seq.size())]
 
 
 def default_location(spark: SparkSession, name: str) -> str:

@@ -19,6 +19,8 @@ from deltaspark.audit.repair import repair as repair_table
 from deltaspark.audit.report import AuditReport
 from deltaspark.catalog import (
     CATALOG_MANAGED_FEATURES,
+    LAST_COMMIT_TIMESTAMP,
+    LAST_UPDATE_VERSION,
     CatalogEntry,
     catalog_managed_error,
     default_location,
@@ -28,6 +30,7 @@ from deltaspark.catalog import (
     refuse_unless_delta,
     register,
     resolve,
+    sync,
 )
 from deltaspark.errors import (
     InvalidArgumentError,
@@ -447,14 +450,44 @@ class DeltaTable:
                 raise
             return None
 
-    def _after_commit(self, result: CommitResult | None) -> CommitResult | None:
+    def _after_commit(self, result: CommitResult | None, registered_now: bool = False) -> CommitResult | None:
+        """Post-commit work: a checkpoint when one is due; the catalog entry of a table opened by
+        name brought up to a metadata change (not when it was just registered from this version)."""
         if result is not None:
             configuration = result.configuration
             if configuration is None:
                 configuration = self.snapshot(version=result.version).configuration
             interval = configuration.get("delta.checkpointInterval")
             checkpoint_if_due(self._spark, self._storage, self._path, result.version, interval)
+            if result.metadataChanged and self._name is not None and not registered_now:
+                self._sync_catalog(result.version)
         return result
+
+    def _sync_catalog(self, version: int) -> None:
+        """The catalog entry of a table opened by name follows its schema, properties and comment
+        (delta-spark's catalog update). The commit has landed: a catalog that refuses is logged,
+        not raised (the log stays the truth; a retry would commit twice)."""
+        assert self._name is not None
+        snapshot = self.snapshot(version=version)
+        try:
+            sync(
+                self._spark,
+                self._name,
+                version,
+                snapshot.timestampMs,
+                snapshot.schema,
+                snapshot.partitionColumns,
+                snapshot.configuration,
+                snapshot.metadata.description,
+            )
+        except Exception as exc:  # noqa: BLE001 - py4j and metastore errors alike
+            log.warning(
+                "Version %d of %s is committed, but its catalog entry %s was not updated: %s",
+                version,
+                self._path,
+                self._name,
+                exc,
+            )
 
     def optimize(self) -> DeltaOptimizeBuilder:
         """Start an OPTIMIZE, as delta-spark's `DeltaTable.optimize`: optionally `.where(partition
@@ -687,9 +720,10 @@ class DeltaTableBuilder:
                 self._comment,
                 self._cluster_by,
             )
-        if self._name is not None and not registered:
+        registered_now = self._name is not None and not registered
+        if registered_now:
             _register(table)
-        table._after_commit(result)
+        table._after_commit(result, registered_now)
         return table
 
 
@@ -729,13 +763,14 @@ def _register(table: DeltaTable) -> None:
     """Register `table` (just created or found at its location) under its name."""
     assert table._name is not None
     snapshot = table.snapshot()
+    shown = {LAST_UPDATE_VERSION: str(snapshot.version), LAST_COMMIT_TIMESTAMP: str(snapshot.timestampMs)}
     register(
         table._spark,
         table._name,
         table._path,
         snapshot.schema,
         snapshot.partitionColumns,
-        snapshot.configuration,
+        {**snapshot.configuration, **shown},
         snapshot.metadata.description,
     )
 
@@ -788,6 +823,7 @@ def write(
         overwriteSchema,
         clusterBy,
     )
-    if tableName is not None and not registered and (result is not None or mode == "ignore"):
+    registered_now = tableName is not None and not registered and (result is not None or mode == "ignore")
+    if registered_now:
         _register(table)
-    return table._after_commit(result)
+    return table._after_commit(result, registered_now)

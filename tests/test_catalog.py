@@ -13,7 +13,7 @@ from pyspark.sql.types import StructType
 
 import deltaspark
 from deltaspark import DeltaTable
-from deltaspark.catalog import register
+from deltaspark.catalog import _catalog_table, register, sync
 from deltaspark.errors import (
     InvalidArgumentError,
     NotADeltaTableError,
@@ -38,6 +38,17 @@ def _raw_hive_table(spark, db: str, table: str):
     return catalog.client().getTable(db, table)
 
 
+def _stored(spark, db: str, table: str):
+    """The catalog's entry as Spark reads it back (schema, partitioning, comment, properties)."""
+    ident = spark._jvm.org.apache.spark.sql.catalyst.TableIdentifier(table, spark._jvm.scala.Some(db))
+    return spark._jsparkSession.sessionState().catalog().getTableMetadata(ident)
+
+
+def _property(entry, key: str) -> str | None:
+    value = entry.properties().get(key)
+    return value.get() if value.isDefined() else None
+
+
 def test_created_by_name_as_delta_spark_registers_it(spark, db, tmp_path):
     location = str(tmp_path / "orders")
     table = (
@@ -59,13 +70,7 @@ def test_created_by_name_as_delta_spark_registers_it(spark, db, tmp_path):
     assert raw.properties().get("spark.sql.sources.provider").get() == "delta"
     assert raw.tableType().name() == "EXTERNAL"
     assert raw.storage().properties().get("path").get() == f"file:{location}"
-    stored = (
-        spark._jsparkSession.sessionState()
-        .catalog()
-        .getTableMetadata(
-            spark._jvm.org.apache.spark.sql.catalyst.TableIdentifier("orders", spark._jvm.scala.Some(db))
-        )
-    )
+    stored = _stored(spark, db, "orders")
     assert stored.provider().get() == "delta"
     assert [f.name() for f in stored.schema().fields()] == ["id", "amount", "region"]
     assert stored.partitionColumnNames().mkString(",") == "region"
@@ -125,6 +130,101 @@ def test_an_existing_table_is_registered_without_a_commit(spark, db, tmp_path):
         DeltaTable.create(spark).tableName(f"{db}.by_path").addColumn("id", "bigint").execute()
     with pytest.raises(InvalidArgumentError, match="is registered at"):
         DeltaTable.createOrReplace(spark).tableName(f"{db}.by_path").location(str(tmp_path / "x")).execute()
+
+
+def test_the_catalog_entry_follows_schema_property_and_comment_commits(spark, db, tmp_path, caplog):
+    name = f"{db}.events"
+    rows = spark.createDataFrame([(1, "mon")], "id long, day string")
+    first = deltaspark.write(rows, tableName=name, partitionBy=["day"], properties={"team": "a"})
+    assert first.metadataChanged
+    entry = _stored(spark, db, "events")
+    assert _property(entry, "delta.lastUpdateVersion") == "0" and _property(entry, "team") == "a"
+    assert _property(entry, "delta.lastCommitTimestamp") == str(
+        DeltaTable.forName(spark, name).snapshot().timestampMs
+    )
+
+    table = DeltaTable.forName(spark, name)
+    assert table.setProperties({"team": "b", "delta.logRetentionDuration": "interval 9 days"}).version == 1
+    entry = _stored(spark, db, "events")
+    assert (
+        _property(entry, "team") == "b"
+        and _property(entry, "delta.logRetentionDuration") == "interval 9 days"
+    )
+    assert _property(entry, "delta.lastUpdateVersion") == "1"
+    # a commit that changes no metadata leaves the catalog alone (no lookup on every append)
+    appended = deltaspark.write(rows, tableName=name)
+    assert (
+        not appended.metadataChanged
+        and _property(_stored(spark, db, "events"), "delta.lastUpdateVersion") == "1"
+    )
+
+    wider = spark.createDataFrame([(2, "tue", "x")], "id long, day string, note string")
+    assert deltaspark.write(wider, tableName=name, mergeSchema=True).version == 3
+    entry = _stored(spark, db, "events")
+    assert [f.name() for f in entry.schema().fields()] == ["id", "note", "day"]  # partition column last
+    assert entry.partitionColumnNames().mkString(",") == "day"
+    table.unsetProperties(["team"])
+    assert _property(_stored(spark, db, "events"), "team") is None
+    # an older version's update (a slower writer) leaves the newer entry alone
+    stale = table.snapshot(version=1)
+    assert not sync(spark, name, 1, 0, stale.schema, ["day"], stale.configuration, None)
+    assert [f.name() for f in _stored(spark, db, "events").schema().fields()] == ["id", "note", "day"]
+
+    # the table opened by path commits without touching the catalog, as delta-spark's path tables
+    DeltaTable.forPath(spark, table.path).setProperties({"by": "path"})
+    assert _property(_stored(spark, db, "events"), "by") is None
+    # dropping columns (overwriteSchema) is followed
+    narrow = spark.createDataFrame([(3, "wed")], "id long, day string")
+    deltaspark.write(narrow, tableName=name, mode="overwrite", overwriteSchema=True, partitionBy=["day"])
+    assert [f.name() for f in _stored(spark, db, "events").schema().fields()] == ["id", "day"]
+    # a change of partitioning: Spark's catalog cannot alter it, the external entry is written afresh
+    deltaspark.write(narrow, tableName=name, mode="overwrite", overwriteSchema=True, partitionBy=[])
+    entry = _stored(spark, db, "events")
+    assert entry.partitionColumnNames().mkString(",") == "" and entry.tableType().name() == "EXTERNAL"
+    assert _property(entry, "by") == "path" and entry.storage().locationUri().get().toString() == table.path
+    assert DeltaTable.forName(spark, name).toDF().count() == 1
+    # a replace by name: the new comment, and partitioned again
+    DeltaTable.createOrReplace(spark).tableName(name).addColumn("id", "bigint").addColumn(
+        "day", "string"
+    ).partitionedBy("day").comment("by day").execute()
+    entry = _stored(spark, db, "events")
+    assert entry.comment().get() == "by day" and [f.name() for f in entry.schema().fields()] == ["id", "day"]
+    assert entry.partitionColumnNames().mkString(",") == "day"
+    # an external entry as delta-spark registers it (no columns) gets the log's schema and partitioning
+    register(spark, f"{db}.bare", table.path, StructType([]), [], {}, None)
+    DeltaTable.forName(spark, f"{db}.bare").setProperties({"team": "c"})
+    bare = _stored(spark, db, "bare")
+    assert [f.name() for f in bare.schema().fields()] == ["id", "day"] and _property(bare, "team") == "c"
+    assert bare.partitionColumnNames().mkString(",") == "day"
+
+    # a catalog that fails after the commit: logged, the commit stands
+    def refuse(*_args, **_kwargs):
+        raise RuntimeError("metastore unavailable")
+
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="deltaspark.table"), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(deltaspark.table, "sync", refuse)
+        done = table.setProperties({"team": "d"})
+    assert "its catalog entry" in caplog.text and "metastore unavailable" in caplog.text
+    assert table.snapshot().version == done.version and table.snapshot().configuration["team"] == "d"
+
+    # a managed entry is never dropped (that would delete its data): its schema stays, with a warning
+    managed_path = str(tmp_path / "managed")
+    deltaspark.write(narrow, managed_path, partitionBy=["day"])
+    template = _catalog_table(spark, [db, "managed"], managed_path, narrow.schema, ["day"], {}, None)
+    copy = next(m for m in template.getClass().getMethods() if m.getName() == "copy")
+    args = [getattr(template, f"copy$default${i}")() for i in range(1, len(copy.getParameterTypes()) + 1)]
+    args[1] = spark._jvm.org.apache.spark.sql.catalyst.catalog.CatalogTableType.MANAGED()
+    spark._jsparkSession.sessionState().catalog().createTable(template.copy(*args), False, False)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="deltaspark.catalog"):
+        deltaspark.write(
+            narrow, tableName=f"{db}.managed", mode="overwrite", overwriteSchema=True, partitionBy=[]
+        )
+    assert "keeps its partition columns ['day']" in caplog.text
+    entry = _stored(spark, db, "managed")
+    assert entry.tableType().name() == "MANAGED" and entry.partitionColumnNames().mkString(",") == "day"
+    assert DeltaTable.forPath(spark, managed_path).snapshot().partitionColumns == []
 
 
 def test_names_that_are_not_delta_tables_get_named_errors(spark, db, tmp_path):

@@ -27,9 +27,8 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from deltaspark.audit.audit import LEVELS, audit_table
-from deltaspark.catalog import location_of, looks_like_name
 from deltaspark.errors import TableNotFoundError
-from deltaspark.maintenance.job_io import add_common_arguments, start_job, write_summary
+from deltaspark.maintenance.job_io import add_common_arguments, each_table, start_job, write_summary
 from deltaspark.operations.write import write
 from deltaspark.snapshot import load_version
 from deltaspark.storage import storage_for
@@ -68,22 +67,10 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:  # noqa: ANN001
     storage = storage_for(spark)
     run_id, run_at = str(uuid.uuid4()), dt.datetime.now(dt.timezone.utc)
     started = time.time()
-    results: list[dict[str, Any]] = []
     frames = []
-    for table in paths:
-        print(f"[{len(results) + 1}/{len(paths)}] {table}", flush=True)
-        named = {"table": table} if looks_like_name(table) else {}
-        path = table
-        try:
-            path = location_of(spark, table)
-            report = audit_table(spark, storage, path, args.level)
-        except Exception as exc:  # one table that cannot be audited must not stop the others
-            results.append(
-                {"path": path, **named, "status": "error", "error": f"{type(exc).__name__}: {exc}"}
-            )
-            continue
-        summary = report.summary
-        results.append({"path": path, **named, "status": "passed" if report.passed else "failed", **summary})
+
+    def audit_one(path: str, table: str) -> dict[str, Any]:
+        report = audit_table(spark, storage, path, args.level)
         print(report.text(limit=10), flush=True)
         if args.findings:
             frames.append(
@@ -95,6 +82,10 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:  # noqa: ANN001
                     "*",
                 )
             )
+        return {"status": "passed" if report.passed else "failed", **report.summary}
+
+    # a table that cannot be audited (missing, unreadable) is an "error", not a "failed" audit
+    results = each_table(spark, paths, audit_one, error_status="error")
     if args.findings:
         _append_findings(spark, args.findings, frames)
     document = {

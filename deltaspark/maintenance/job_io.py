@@ -58,19 +58,27 @@ def start_job(
     return args, paths, spark
 
 
-def each_table(spark: Any, tables: list[str], work: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
-    """`work` on every table (a path, or a name in the session catalog) in turn, printing progress;
-    a failing table is reported (`status` failed, the error named) and the others still run."""
+def each_table(
+    spark: Any,
+    tables: list[str],
+    work: Callable[[str, str], dict[str, Any]],
+    error_status: str = "failed",
+) -> list[dict[str, Any]]:
+    """`work(path, table)` on every table (a path, or a name in the session catalog, resolved to
+    its location) in turn, printing progress; its result joins the table's (`status` ok unless it
+    says otherwise). A table that raises is reported (`error_status`, the error named) and the
+    others still run."""
     results: list[dict[str, Any]] = []
     for table in tables:
         print(f"[{len(results) + 1}/{len(tables)}] {table}", flush=True)
         named = {"table": table} if looks_like_name(table) else {}
+        path = table
         try:
             path = location_of(spark, table)
-            results.append({"path": path, **named, "status": "ok", **work(path)})
+            results.append({"path": path, **named, "status": "ok", **work(path, table)})
         except Exception as exc:  # one broken table must not stop the others
             error = f"{type(exc).__name__}: {exc}"
-            results.append({"path": table, **named, "status": "failed", "error": error})
+            results.append({"path": path, **named, "status": error_status, "error": error})
     return results
 
 

@@ -143,6 +143,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, spark=None) -> int:  # noqa: ANN001
     args, paths, spark = start_job(build_parser(), argv, spark, "deltaspark-checkpoint-job")
     started = time.time()
-    results = each_table(spark, paths, lambda path: maintain_table(spark, path, args))
+    results = each_table(spark, paths, lambda path, _table: maintain_table(spark, path, args))
     _print_summary(results)
     return finish_job(spark, args.output, results, started)

@@ -83,6 +83,8 @@ class CommitResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     # the committed table configuration (post-commit work reads it instead of loading the version)
     configuration: dict[str, str] | None = field(default=None, repr=False, compare=False)
+    # whether the commit carries a metaData action (the catalog's copy of schema and properties follows)
+    metadataChanged: bool = field(default=False, repr=False, compare=False)
 
     def _repr_html_(self) -> str:
         """Version, operation, parameters and metrics as an HTML table (notebooks)."""
@@ -364,7 +366,10 @@ class Transaction:
                         attempt,
                     )
                     config = dict(metadata.configuration)
-                    return CommitResult(version, info["commitInfo"], attempt, dict(metrics or {}), config)
+                    changed = self._metadata_changed or (ict_newly_enabled and self.snapshot is not None)
+                    return CommitResult(
+                        version, info["commitInfo"], attempt, dict(metrics or {}), config, changed
+                    )
                 log.info(
                     "Version %d of %s was committed by another writer; checking for conflicts",
                     version,
