@@ -199,6 +199,11 @@ def _jvm_session(spark: SparkSession, action: str) -> Any:
     return spark._jsparkSession  # noqa: SLF001
 
 
+def _outside_session_catalog(parts: list[str]) -> bool:
+    """A `catalog.db.table` name of another catalog than Spark's session catalog."""
+    return len(parts) == 3 and parts[0].lower() != SESSION_CATALOG
+
+
 def register(
     spark: SparkSession,
     name: str,
@@ -213,7 +218,7 @@ def register(
     Raises `TableAlreadyExistsError` when the name is taken."""
     session = _jvm_session(spark, f"Registering {name}")
     parts = split_name(name)
-    if len(parts) == 3 and parts[0].lower() != SESSION_CATALOG:
+    if _outside_session_catalog(parts):
         raise InvalidArgumentError(
             f"{name}: deltaspark registers tables in Spark's session catalog ({SESSION_CATALOG}) only"
         )
@@ -265,14 +270,8 @@ def _catalog_table(
 
 
 # Positions in `CatalogTable`'s constructor, the same on Spark 3.5 and 4.x (later ones differ).
-_SCHEMA, _PROVIDER, _PARTITION_COLUMNS, _PROPERTIES, _COMMENT = 3, 4, 5, 11, 14
-_ACCESSORS = {
-    _SCHEMA: "schema",
-    _PROVIDER: "provider",
-    _PARTITION_COLUMNS: "partitionColumnNames",
-    _PROPERTIES: "properties",
-    _COMMENT: "comment",
-}
+_SCHEMA, _PROVIDER, _PROPERTIES, _COMMENT = 3, 4, 11, 14
+_ACCESSORS = {_SCHEMA: "schema", _PROVIDER: "provider", _PROPERTIES: "properties", _COMMENT: "comment"}
 
 
 def _copy(table: Any, changes: dict[int, Any]) -> Any:
@@ -310,20 +309,24 @@ def sync(
     delta-spark's update writes it; another managed one keeps its schema, with a warning (dropping
     it would delete the table's data)."""
     parts = split_name(name)
-    if is_connect(spark) or (len(parts) == 3 and parts[0].lower() != SESSION_CATALOG):
+    if is_connect(spark) or _outside_session_catalog(parts):
         return False
-    entry = lookup(spark, name)
-    if entry is None or entry.temporary or entry.provider != "delta":
-        return False  # dropped, or re-created as something else, since
     state = spark._jsparkSession.sessionState()  # noqa: SLF001
     catalog = state.catalog()
     ident = state.sqlParser().parseTableIdentifier(".".join(_quote(p) for p in parts[-2:]))
+    if catalog.isTempView(ident) or not catalog.tableExists(ident):
+        return False  # dropped, or shadowed by a view, since
     current = catalog.getTableMetadata(ident)
+    provider = current.provider()
+    if not provider.isDefined() or provider.get().lower() != "delta":
+        return False  # re-created as something else since
     recorded = current.properties().get(LAST_UPDATE_VERSION)
     if recorded.isDefined() and int(recorded.get()) >= version:
         return False
     shown = {**properties, LAST_UPDATE_VERSION: str(version), LAST_COMMIT_TIMESTAMP: str(timestamp)}
-    location = entry.location or ""
+    jvm = spark.sparkContext._jvm  # noqa: SLF001
+    # as SHOW TABLE EXTENDED prints it (decoded): the LOCATION of a re-registration
+    location = str(jvm.org.apache.spark.sql.catalyst.catalog.CatalogUtils.URIToString(current.location()))
     registered = [str(c) for c in _list(current.partitionColumnNames())]
     lowered = [c.lower() for c in partition_columns]
     data: StructType | None = schema
@@ -347,7 +350,6 @@ def sync(
             registered,
             partition_columns,
         )
-    jvm = spark.sparkContext._jvm  # noqa: SLF001
     if data is not None:
         jdata = jvm.org.apache.spark.sql.types.DataType.fromJson(data.json())
         if not jdata.equals(current.dataSchema()):

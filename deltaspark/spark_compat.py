@@ -223,6 +223,20 @@ def micros_timestamps(spark: SparkSession) -> Iterator[None]:
                 spark.conf.set(_TIMESTAMP_CONF, previous)
 
 
+@contextlib.contextmanager
+def _unless_set(spark: SparkSession, key: str, value: str | None) -> Iterator[None]:
+    """The session's `key` set to `value` inside (None: nothing to set), then unset; left alone when
+    the user set it."""
+    if value is None or spark.conf.get(key, None) is not None:
+        yield
+        return
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        spark.conf.unset(key)
+
+
 _RANGE_SAMPLE_CONF = "spark.sql.execution.rangeExchange.sampleSizePerPartition"
 _DEFAULT_RANGE_SAMPLE = 100
 
@@ -235,14 +249,8 @@ def range_sample(spark: SparkSession, rows: int, partitions: int) -> Iterator[No
     that change with what the session ran before; a sample as large as the data (up to `rows`) gives
     the same exact boundaries every time. Left alone when the user set it."""
     hint = -(-rows // max(partitions, 1))
-    if spark.conf.get(_RANGE_SAMPLE_CONF, None) is not None or hint <= _DEFAULT_RANGE_SAMPLE:
+    with _unless_set(spark, _RANGE_SAMPLE_CONF, str(hint) if hint > _DEFAULT_RANGE_SAMPLE else None):
         yield
-        return
-    spark.conf.set(_RANGE_SAMPLE_CONF, str(hint))
-    try:
-        yield
-    finally:
-        spark.conf.unset(_RANGE_SAMPLE_CONF)
 
 
 _OPEN_COST_CONF = "spark.sql.files.openCostInBytes"
@@ -255,12 +263,6 @@ def small_file_reads(spark: SparkSession, average_file_size: int) -> Iterator[No
     4 MiB: many small files are then packed into a few tasks (20,000 files of 5 KB: 625 tasks ->
     a handful, a third less time) instead of 32 files a task. A planning knob only: rows read are
     the same. Left alone when the user set it, or when the files are not small."""
-    explicit = spark.conf.get(_OPEN_COST_CONF, None)
-    if explicit is not None or average_file_size >= _DEFAULT_OPEN_COST or is_connect(spark):
+    small = average_file_size < _DEFAULT_OPEN_COST and not is_connect(spark)
+    with _unless_set(spark, _OPEN_COST_CONF, str(max(8192, average_file_size)) if small else None):
         yield
-        return
-    spark.conf.set(_OPEN_COST_CONF, str(max(8192, average_file_size)))
-    try:
-        yield
-    finally:
-        spark.conf.unset(_OPEN_COST_CONF)
