@@ -243,6 +243,21 @@ class Snapshot:
             log.info("Replayed version %d on the driver: %d file actions", self.version, len(state.entries))
         return state
 
+    @property
+    def stateBytes(self) -> int:
+        """About the memory the reconciled file actions take: the driver's replay of a small log,
+        or the segment's log files (parquet weighted as it expands, sidecars included). Sizes the
+        caches of file lists (`spark_compat.persist_sized`), so a small table's stay small."""
+        state = self._driver_file_state
+        if state is not None:
+            return state.chars
+        sidecars = sum(size or 0 for size in self._sidecar_sizes or ())
+        files = [
+            *(self.segment.checkpoint.files if self.segment.checkpoint else ()),
+            *self.segment.tail_files,
+        ]
+        return driver_replay.weighted_bytes(files) + sidecars * driver_replay.PARQUET_WEIGHT
+
     @cached_property
     def _driver_replayed_rows(self) -> DataFrame | None:
         """`_reconciled_file_rows` of a small log, replayed on the driver (`driver_replay`)."""

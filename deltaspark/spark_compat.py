@@ -266,3 +266,97 @@ def small_file_reads(spark: SparkSession, average_file_size: int) -> Iterator[No
     small = average_file_size < _DEFAULT_OPEN_COST and not is_connect(spark)
     with _unless_set(spark, _OPEN_COST_CONF, str(max(8192, average_file_size)) if small else None):
         yield
+
+
+_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+_ADVISORY_BYTES = "spark.sql.adaptive.advisoryPartitionSizeInBytes"
+_MIN_PARTITION_BYTES = "spark.sql.adaptive.coalescePartitions.minPartitionSize"
+_PARALLELISM_FIRST = "spark.sql.adaptive.coalescePartitions.parallelismFirst"
+_BYTE_UNITS = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+def parse_bytes(text: str) -> int:
+    """A Spark byte-size setting (`64MB`, `67108864b`, `1m`, `1048576`) in bytes."""
+    value = text.strip().lower().removesuffix("b") or "0"
+    unit = _BYTE_UNITS.get(value[-1], 1) if value[-1].isalpha() else 1
+    return int(float(value.rstrip("kmgtp") or 0) * unit)
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """The cores Spark plans for (the session's default parallelism; 1 where the client cannot ask)."""
+    if is_connect(spark):
+        return max(1, int(conf_get(spark, "spark.default.parallelism", "1") or 1))
+    return max(1, int(spark.sparkContext.defaultParallelism))
+
+
+def coalesced_partitions(spark: SparkSession, size_bytes: int) -> int:
+    """The partitions adaptive execution would coalesce `size_bytes` of shuffled data into, with the
+    session's own settings: its advisory partition size - or, parallelism first (the default), that
+    data spread over the default parallelism, but no partition under the minimum partition size -
+    and never more than `spark.sql.shuffle.partitions`."""
+    most = max(1, int(conf_get(spark, _SHUFFLE_PARTITIONS, "200")))
+    target = parse_bytes(conf_get(spark, _ADVISORY_BYTES, "64MB"))
+    if conf_get(spark, _PARALLELISM_FIRST, "true").strip().lower() == "true":
+        spread = size_bytes // default_parallelism(spark)
+        target = max(parse_bytes(conf_get(spark, _MIN_PARTITION_BYTES, "1MB")), min(target, spread))
+    return max(1, min(most, -(-max(size_bytes, 0) // max(target, 1))))
+
+
+def plan_bytes(frame: Any) -> int | None:
+    """Spark's own estimate of `frame`'s size (its optimized plan's statistics: exact for rows held
+    on the driver, the files' size for a scan, an upper bound above them); None on Spark Connect,
+    or where Spark has no useful estimate."""
+    if is_connect(frame.sparkSession):
+        return None
+    try:
+        size = int(str(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    except Exception:  # noqa: BLE001 - an estimate only
+        return None
+    return size if 0 <= size < 1 << 62 else None
+
+
+def _reads_a_shuffle(frame: Any) -> bool:
+    """Whether the last stage of `frame`'s plan reads a shuffle: its plan exchanges rows outside
+    broadcasts and cached relations (whose stages are their own). False on Spark Connect (no plan
+    to look at)."""
+    if is_connect(frame.sparkSession):
+        return False
+
+    def exchanges(node: Any) -> bool:
+        name = node.nodeName()
+        if name in ("Exchange", "ReusedExchange"):
+            return True
+        if name in ("BroadcastExchange", "InMemoryTableScan"):
+            return False
+        if name == "AdaptiveSparkPlan":
+            return exchanges(node.initialPlan())
+        children = node.children()
+        return any(exchanges(children.apply(i)) for i in range(children.size()))
+
+    try:
+        return exchanges(frame._jdf.queryExecution().executedPlan())
+    except Exception:  # noqa: BLE001 - a plan of another shape: merge partitions as they are
+        return False
+
+
+def persist_sized(frame: Any, size_bytes: int | None, level: Any = None) -> Any:
+    """`frame` persisted in the partitions its data needs (`coalesced_partitions` of `size_bytes`,
+    an estimate of its size; None: as Spark plans it).
+
+    Spark does not coalesce the last stage of a plan it caches, as adaptive execution does for a
+    query (`spark.sql.optimizer.canChangeCachedPlanOutputPartitioning` is off by default): a cached
+    join or aggregate keeps `spark.sql.shuffle.partitions` partitions - 200 in a default session -
+    and every action over it runs that many tasks, about a second for a few kilobytes on two
+    cores. Partitions are merged without a shuffle (a coalesce), except where the last stage reads
+    a shuffle and the data is small (at most the advisory partition size): there a small shuffle
+    of the result lets adaptive execution coalesce that stage too, which a coalesce cannot do - it
+    would run the stage's work (a Python UDF's start-up above all) once per shuffle partition."""
+    if size_bytes is not None:
+        spark = frame.sparkSession
+        partitions = coalesced_partitions(spark, size_bytes)
+        small = size_bytes <= parse_bytes(conf_get(spark, _ADVISORY_BYTES, "64MB"))
+        if small and _reads_a_shuffle(frame):
+            frame = frame.repartition(partitions)
+        else:
+            frame = frame.coalesce(partitions)
+    return frame.persist() if level is None else frame.persist(level)

@@ -12,9 +12,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltaspark.audit.timeline import OverlappingAdds, Timeline
+from deltaspark.log.driver_replay import weighted_bytes
 from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.maintenance.table_listing import list_table_files
 from deltaspark.snapshot import Snapshot
+from deltaspark.spark_compat import persist_sized
 from deltaspark.storage import Storage
 
 
@@ -44,7 +46,13 @@ class AuditContext:
     @cached_property
     def timeline(self) -> Timeline:
         timeline = Timeline(
-            self.spark, self.storage, self.table_path, self.root, self.listing, self.end_version
+            self.spark,
+            self.storage,
+            self.table_path,
+            self.root,
+            self.listing,
+            self.end_version,
+            keep=lambda frame: persist_sized(frame, self.log_bytes),
         )
         self.persisted.append(timeline.intervals)
         return timeline
@@ -59,9 +67,16 @@ class AuditContext:
         Spark finds cached data by plan: a second audit of a table that changed meanwhile would
         build the same plans and read the first audit's cache. A column holding this audit's id
         makes its plans its own; it is dropped above the cached relation."""
-        persisted = frame.withColumn("_audit_id", F.lit(self.audit_id)).persist(StorageLevel.MEMORY_AND_DISK)
+        tagged = frame.withColumn("_audit_id", F.lit(self.audit_id))
+        persisted = persist_sized(tagged, self.log_bytes, StorageLevel.MEMORY_AND_DISK)
         self.persisted.append(persisted)
         return persisted.drop("_audit_id")
+
+    @cached_property
+    def log_bytes(self) -> int:
+        """About the memory the log's actions take once read (JSON, and parquet as it expands):
+        what every frame the checks keep is sized by - none holds more rows than the log has."""
+        return weighted_bytes([f for f in self.listing if f.kind is not LogFileKind.CHECKSUM])
 
     @cached_property
     def table_files(self) -> DataFrame:

@@ -220,7 +220,7 @@ def _evaluate_together(
     union = tagged[0]
     for frame in tagged[1:]:
         union = union.unionByName(frame)
-    kept = ctx.keep(union.coalesce(int(ctx.spark.conf.get("spark.sql.shuffle.partitions", "200"))))
+    kept = ctx.keep(union)
     try:
         rows = _counts(kept, "_check_index")
     except Exception as exc:  # noqa: BLE001 - evaluated one by one next

@@ -37,6 +37,7 @@ from deltaspark.operations.write import add_of, check_writable_rows, removes_of,
 from deltaspark.read.predicates import from_filter, references
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
+from deltaspark.spark_compat import persist_sized
 from deltaspark.storage import Storage
 from deltaspark.transaction.transaction import CommitResult, Transaction
 
@@ -98,7 +99,7 @@ def delete(
         # When the partition values decide the condition, every row of a candidate file matches.
         whole_files = _partition_only(condition, snapshot.partitionColumns)
     # One row per candidate file, used by every step below: replay the log once, not per step.
-    candidates = files.persist()
+    candidates = persist_sized(files, snapshot.stateBytes)
     txn.readFiles(candidates)
     cached: list[Any] = [candidates]
     try:
@@ -207,7 +208,7 @@ def mark_rows_deleted(
         F.col("newlyDeleted").alias("__newlyDeleted"),
     )
     changed = files.withColumn("key", canonical_path(F.col("path"), snapshot.tableRoot)).join(new, "key")
-    changed = changed.persist()  # its totals, removes and adds: one join, not three
+    changed = persist_sized(changed, snapshot.stateBytes)  # its totals, removes and adds: one join, not three
     cached.append(changed)
     emptied = F.col("__newDv.cardinality") >= F.col("stats_parsed.numRecords")
     totals = changed.agg(

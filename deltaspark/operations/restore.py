@@ -27,7 +27,7 @@ from deltaspark.log.paths import canonical_path
 from deltaspark.operations.write import add_of, removes_of
 from deltaspark.read.scan import escape_glob
 from deltaspark.snapshot import Snapshot
-from deltaspark.spark_compat import read_paths
+from deltaspark.spark_compat import persist_sized, read_paths
 from deltaspark.storage import Storage
 from deltaspark.transaction.checksum import read_checksum
 from deltaspark.transaction.transaction import CommitResult, Transaction
@@ -91,7 +91,7 @@ def restore(
     diff = joined.where(only_then | only_now).select(
         only_then.alias("restored"), F.when(only_then, F.col("then")).otherwise(F.col("now")).alias("file")
     )
-    diff = diff.persist()
+    diff = persist_sized(diff, latest.stateBytes + target.stateBytes)
     try:
         counts = diff.groupBy("restored").agg(F.count(F.lit(1)), F.sum("file.size")).collect()
         after = _target_totals(storage, table_path, target)

@@ -76,6 +76,7 @@ from deltaspark.operations.write import (
 )
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
+from deltaspark.spark_compat import persist_sized
 from deltaspark.storage import Storage
 from deltaspark.transaction.transaction import CommitResult, Transaction
 
@@ -300,7 +301,7 @@ def update(
         "numDeletionVectorsUpdated": 0,
     }
     now = int(time.time() * 1000)
-    candidates = files.persist()
+    candidates = persist_sized(files, snapshot.stateBytes)
     cached: list[Any] = [candidates]
     try:
         txn.readFiles(candidates)
@@ -311,7 +312,9 @@ def update(
             .groupBy(F.col(FILE_COLUMN).alias("__touched"))
             .agg(F.count(F.lit(1)).alias("__matched"))
         )
-        touched = candidates.join(per_file, candidates["path"] == per_file["__touched"]).persist()
+        touched = persist_sized(
+            candidates.join(per_file, candidates["path"] == per_file["__touched"]), snapshot.stateBytes
+        )
         cached.append(touched)
         totals = touched.agg(
             F.count(F.lit(1)),

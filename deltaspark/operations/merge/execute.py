@@ -92,6 +92,7 @@ from deltaspark.operations.write import (
 )
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
+from deltaspark.spark_compat import persist_sized, plan_bytes
 from deltaspark.storage import Storage
 from deltaspark.transaction.transaction import CommitResult, Transaction
 
@@ -101,6 +102,7 @@ TARGET_ALIAS = "__deltaspark_target"  # the target's alias when the user gave no
 SOURCE_HERE = "__deltaspark_source_present"
 ROW_INDEX = "__deltaspark_row_index"
 TOUCHED = "__deltaspark_touched"
+PAIR_BYTES = 256  # about the size of a matched pair's row: its file, position, clause and key
 
 
 @dataclass
@@ -256,11 +258,15 @@ class _Plan:
     def run(self) -> MergeOutcome:
         started = time.time()
         columns = list(self.user_source.columns)
-        self.source = self.user_source.select(
-            "*",
-            F.lit(True).alias(SOURCE_HERE),
-            F.struct(*[F.col(quote(c)) for c in columns]).alias(SOURCE_ROW),
-        ).persist(StorageLevel.MEMORY_AND_DISK)
+        self.source = persist_sized(
+            self.user_source.select(
+                "*",
+                F.lit(True).alias(SOURCE_HERE),
+                F.struct(*[F.col(quote(c)) for c in columns]).alias(SOURCE_ROW),
+            ),
+            plan_bytes(self.user_source),
+            StorageLevel.MEMORY_AND_DISK,
+        )
         self.cached.append(self.source)
         self.source_types = {
             c.lower(): (c, t)
@@ -304,7 +310,7 @@ class _Plan:
             else:
                 self.txn.readPredicate(predicate)
                 files = snapshot.files(predicate)
-        candidates = files.persist()
+        candidates = persist_sized(files, snapshot.stateBytes)
         self.cached.append(candidates)
         self.txn.readFiles(candidates)
         return candidates
@@ -417,18 +423,20 @@ class _Plan:
         narrow = joined.where(here | F.col(CLAUSE).isNotNull()).select(
             FILE_COLUMN, ROW_INDEX, CLAUSE, here.alias("__matched"), key.alias("key"), *keys
         )
+        # a pair per matched source row (and, by source, the target rows those clauses change)
+        size = None if self.by_source else self.metrics["numSourceRows"] * PAIR_BYTES
         if self.keyed and self.inserts:
-            narrow = narrow.persist(StorageLevel.MEMORY_AND_DISK)
+            narrow = persist_sized(narrow, size, StorageLevel.MEMORY_AND_DISK)
             self.cached.append(narrow)
             self.matched_keys = narrow.where("__matched").select(*[f"__k{i}" for i in range(len(keys))])
-        per_row = (
-            narrow.groupBy(FILE_COLUMN, ROW_INDEX)
-            .agg(
+        per_row = persist_sized(
+            narrow.groupBy(FILE_COLUMN, ROW_INDEX).agg(
                 F.count(F.lit(1)).alias("pairs"),
                 F.count(CLAUSE).alias("changes"),
                 F.max(CLAUSE).alias("clause"),
-            )
-            .persist(StorageLevel.MEMORY_AND_DISK)
+            ),
+            size,
+            StorageLevel.MEMORY_AND_DISK,
         )
         self.cached.append(per_row)
         changed = F.col("changes") > 0
@@ -482,7 +490,10 @@ class _Plan:
         """The candidate files holding a changed row (cached), and their totals."""
         assert self.candidates is not None
         paths = changed_rows.select(F.col(FILE_COLUMN).alias(TOUCHED)).distinct()
-        files = self.candidates.join(paths, self.candidates["path"] == paths[TOUCHED]).drop(TOUCHED).persist()
+        files = persist_sized(
+            self.candidates.join(paths, self.candidates["path"] == paths[TOUCHED]).drop(TOUCHED),
+            self.snapshot.stateBytes,
+        )
         self.cached.append(files)
         self.touched_files = files
         row = files.agg(

@@ -56,7 +56,7 @@ from deltaspark.operations.write import (
 )
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
-from deltaspark.spark_compat import range_sample, small_file_reads
+from deltaspark.spark_compat import persist_sized, range_sample, small_file_reads
 from deltaspark.storage import Storage
 from deltaspark.transaction.transaction import CommitResult, Transaction
 
@@ -157,7 +157,9 @@ def optimize(
     request = _Request(
         spark, storage, table_path, snapshot, where, kind, columns, BinSizes.of(spark), started
     )
-    considered = (snapshot.files(where) if where is not None else snapshot.files()).persist()
+    considered = persist_sized(
+        snapshot.files(where) if where is not None else snapshot.files(), snapshot.stateBytes
+    )
     cached: list[Any] = [considered]
     try:
         return _run(request, considered, cached)
@@ -253,7 +255,7 @@ def _metrics(request: _Request, totals: _Totals, considered_files: int) -> dict[
 
 
 def _run(request: _Request, considered: DataFrame, cached: list[Any]) -> OptimizeOutcome:
-    binned = binned_files(considered, request.kind, request.sizes).persist()
+    binned = persist_sized(binned_files(considered, request.kind, request.sizes), request.snapshot.stateBytes)
     cached.append(binned)
     totals = _Totals.of(binned)
     metrics = _metrics(request, totals, considered.count())
