@@ -339,6 +339,17 @@ def _reads_a_shuffle(frame: Any) -> bool:
         return False
 
 
+def is_local(frame: Any) -> bool:
+    """Whether `frame`'s rows are held on the driver: its optimized plan is a local relation (rows
+    made there, and the projections and filters Spark folds into them). Reading it runs no job."""
+    if is_connect(frame.sparkSession):
+        return False
+    try:
+        return frame._jdf.queryExecution().optimizedPlan().nodeName() == "LocalRelation"
+    except Exception:  # noqa: BLE001 - a plan that cannot be optimized now fails later, in Spark
+        return False
+
+
 def persist_sized(frame: Any, size_bytes: int | None, level: Any = None) -> Any:
     """`frame` persisted in the partitions its data needs (`coalesced_partitions` of `size_bytes`,
     an estimate of its size; None: as Spark plans it).
@@ -350,7 +361,10 @@ def persist_sized(frame: Any, size_bytes: int | None, level: Any = None) -> Any:
     cores. Partitions are merged without a shuffle (a coalesce), except where the last stage reads
     a shuffle and the data is small (at most the advisory partition size): there a small shuffle
     of the result lets adaptive execution coalesce that stage too, which a coalesce cannot do - it
-    would run the stage's work (a Python UDF's start-up above all) once per shuffle partition."""
+    would run the stage's work (a Python UDF's start-up above all) once per shuffle partition.
+    A frame held on the driver (`is_local`) is returned as it is."""
+    if is_local(frame):
+        return frame  # held on the driver already: caching it would only add jobs
     if size_bytes is not None:
         spark = frame.sparkSession
         partitions = coalesced_partitions(spark, size_bytes)

@@ -273,6 +273,10 @@ class HadoopStorage(Storage):
         fs, jpath = self._fs_and_path(path)
         return bool(fs.exists(jpath))
 
+    def uri_string(self, path: str) -> str:
+        """`path` as Spark's scans name a file (`_metadata.file_path`: its URI, escaped)."""
+        return str(self._path_class(path).toUri().toString())
+
     @_named_errors
     def list_dir(self, path: str, name_glob: str | None = None) -> list[FileStatus] | None:
         fs, jpath = self._fs_and_path(path)

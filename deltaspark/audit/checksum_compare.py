@@ -194,18 +194,23 @@ def findings(crc: dict[str, Any], state: dict[str, Any], small: dict[str, Any]) 
     return result
 
 
+def text_findings(text: str | None, state: dict[str, Any], small: dict[str, Any]) -> list[tuple[str, str]]:
+    """`findings` of a checksum file's text; an error when it is not one JSON object."""
+    try:
+        crc = json.loads(text or "")
+        if not isinstance(crc, dict):
+            raise ValueError("not a JSON object")
+        return findings(crc, state, small)
+    except ValueError as exc:
+        return [("error", f"unreadable checksum file: {exc}")]
+
+
 def compare_batches(batches: Iterator[Any]) -> Iterator[Any]:
     """`mapInArrow` body: rows `version, path, text, state, small` -> finding rows."""
     for batch in batches:
         out: list[tuple[Any, ...]] = []
         for row in batch.to_pylist():
-            try:
-                crc = json.loads(row["text"] or "")
-                if not isinstance(crc, dict):
-                    raise ValueError("not a JSON object")
-                found = findings(crc, json.loads(row["state"]), json.loads(row["small"]))
-            except ValueError as exc:
-                found = [("error", f"unreadable checksum file: {exc}")]
-            for severity, detail in found:
+            state, small = json.loads(row["state"]), json.loads(row["small"])
+            for severity, detail in text_findings(row["text"], state, small):
                 out.append((CHECK, severity, row["version"], row["path"], detail, None))
         yield emit_findings(out)

@@ -24,7 +24,7 @@ from deltaspark.audit.timeline import (
     listed,
     load_checkpoint_snapshot,
 )
-from deltaspark.log.files import LogFileKind
+from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.reconciliation import file_action_rows, newest_per_file
 from deltaspark.log.replay import read_json_actions
 from deltaspark.log.segment import complete_checkpoints
@@ -296,6 +296,8 @@ def checksums(ctx: AuditContext) -> DataFrame:
     if not files:
         return from_findings(ctx.spark, skipped)
     versions = [f.version for f in files]
+    if timeline.small:
+        return _checksums_on_driver(ctx, files, versions) + skipped
     bins = list(FILE_SIZE_BINS)
     states = timeline.file_states(versions).select(
         "version",
@@ -313,21 +315,7 @@ def checksums(ctx: AuditContext) -> DataFrame:
         ).alias("state"),
     )
     smalls = timeline.small_states(versions)
-    small_docs = [
-        (
-            v,
-            json.dumps(
-                {
-                    "protocol": s.protocol,
-                    "metadata": s.metadata,
-                    "txns": list(s.txns.values()),
-                    "domains": list(s.domains.values()),
-                    "ict": s.ict,
-                }
-            ),
-        )
-        for v, s in smalls.items()
-    ]
+    small_docs = [(v, json.dumps(_small_document(s))) for v, s in smalls.items()]
     small = ctx.spark.createDataFrame(small_docs, "version long, small string")
     texts = (
         ctx.spark.read.text([f.path for f in files], wholetext=True)
@@ -338,6 +326,36 @@ def checksums(ctx: AuditContext) -> DataFrame:
     rows = texts.join(states, "version").join(small, "version")
     compared = rows.mapInArrow(checksum_compare.compare_batches, FINDINGS_SCHEMA)
     return compared.unionByName(from_findings(ctx.spark, skipped)) if skipped else compared
+
+
+def _small_document(state: SmallState) -> dict[str, Any]:
+    """The small-action state as `checksum_compare.findings` takes it."""
+    return {
+        "protocol": state.protocol,
+        "metadata": state.metadata,
+        "txns": list(state.txns.values()),
+        "domains": list(state.domains.values()),
+        "ict": state.ict,
+    }
+
+
+def _checksums_on_driver(ctx: AuditContext, files: list[LogFile], versions: list[int]) -> list[Finding]:
+    """`checksums` of a small log: the replay's states swept on the driver, each file read and
+    compared there (no job beyond collecting the add intervals)."""
+    timeline = ctx.timeline
+    states = timeline.file_states_on_driver(versions)
+    smalls = timeline.small_states(versions)
+    out = []
+    for f in files:
+        small = _small_document(smalls[f.version])
+        try:
+            text = ctx.storage.read_text(f.path)
+        except Exception as exc:  # noqa: BLE001 - reported as the finding
+            text, found = None, [("error", f"unreadable checksum file: {exc}")]
+        else:
+            found = checksum_compare.text_findings(text, states[f.version], small)
+        out += [Finding(checksum_compare.CHECK, level, detail, f.version, f.path) for level, detail in found]
+    return out
 
 
 def _not_compared(check: str, what: str, versions: list[int], timeline: Timeline) -> list[Finding]:

@@ -26,13 +26,22 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from deltaspark.errors import NonContiguousVersionsError
+from deltaspark.log import driver_replay
+from deltaspark.log.driver_replay import weighted_bytes
 from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.reconciliation import file_action_rows
 from deltaspark.log.replay import read_json_actions
 from deltaspark.log.segment import build_log_segment, complete_checkpoints
 from deltaspark.snapshot import Snapshot, load_snapshot
 from deltaspark.storage import Storage
-from deltaspark.transaction.checksum import DELETED_RECORD_BINS, FILE_SIZE_BINS, binned
+from deltaspark.transaction.checksum import (
+    DELETED_RECORD_BINS,
+    FILE_SIZE_BINS,
+    aggregate_dicts,
+    binned,
+    combine,
+    negated,
+)
 
 log = logging.getLogger(__name__)
 
@@ -265,6 +274,47 @@ class Timeline:
     def _at(self, version: int) -> DataFrame:
         v = F.lit(version)
         return self.intervals.where((F.col("start") <= v) & (F.col("end").isNull() | (F.col("end") > v)))
+
+    @cached_property
+    def small(self) -> bool:
+        """Whether the replayed log is small enough for the driver (the driver replay's bound,
+        `spark.deltaspark.replay.driverMaxBytes`): its file states are then swept there."""
+        base = self.base_snapshot
+        files = [*(base.segment.checkpoint.files if base is not None and base.segment.checkpoint else ())]
+        return weighted_bytes([*files, *self.commits]) <= driver_replay.max_bytes(self._spark)
+
+    def file_states_on_driver(self, versions: list[int]) -> dict[int, dict[str, Any]]:
+        """`file_states` of a small log, swept on the driver over the collected add intervals (one
+        job): each version's live files aggregated as a checksum aggregates them."""
+        rows = (
+            self.intervals.where("is_add")
+            .select(
+                "start",
+                "end",
+                F.col("add.size").alias("size"),
+                F.col("add.deletionVector.cardinality").alias("deleted"),
+                F.col("add.deletionVector").isNotNull().alias("dv"),
+            )
+            .collect()
+        )
+        changes: list[tuple[int, int, dict[str, Any]]] = []  # (version, sign, the file's aggregate)
+        for r in rows:
+            dv = {"cardinality": r["deleted"]} if r["dv"] else None
+            one = aggregate_dicts([{"size": r["size"], "deletionVector": dv}])
+            changes.append((int(r["start"]), 1, one))
+            if r["end"] is not None:
+                changes.append((int(r["end"]), -1, one))
+        changes.sort(key=lambda c: c[0])
+        state = aggregate_dicts([])
+        out: dict[int, dict[str, Any]] = {}
+        i = 0
+        for v in sorted(set(versions)):
+            while i < len(changes) and changes[i][0] <= v:
+                _, sign, one = changes[i]
+                state = combine(state, one if sign > 0 else negated(one))
+                i += 1
+            out[v] = {**state, "bins": list(FILE_SIZE_BINS)}
+        return out
 
     def file_states(self, versions: list[int]) -> DataFrame:
         """Per version in `versions`: what a checksum records about its files - `numFiles`,

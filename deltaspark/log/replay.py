@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import reduce
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
+from deltaspark.errors import DeltaSparkError
 from deltaspark.log.action_schemas import CORRUPT_RECORD, action_schema
 from deltaspark.log.files import LogFile
-from deltaspark.spark_compat import read_paths
+from deltaspark.spark_compat import is_connect, local_frame, read_paths
 from deltaspark.spark_errors import raise_translated
-from deltaspark.storage import STRICT_READ_OPTIONS
+from deltaspark.storage import LINE_BREAK, STRICT_READ_OPTIONS, Storage, local_file, name_of, storage_for
 
 # How a line is selected before parsing (also by `small_log`, which must select the same lines):
 # its action key, by a Java regex; file actions, as every writer spells them, by their prefix.
@@ -48,6 +51,11 @@ def _version_from_name(name: Column) -> Column:
 
 
 CORRUPT_LINE = "_corrupt_line"
+# JSON log files read on the driver when they are at most this many, this big in all (`small_log`
+# reads protocol and metadata within the same bounds).
+DRIVER_JSON_FILES = 64
+DRIVER_JSON_BYTES = 4 * 1024 * 1024
+_LINES = StructType([StructField(name, StringType()) for name in ("value", "file", "name")])
 
 
 def _file_action_line(value: Column) -> Column:
@@ -64,6 +72,47 @@ def _corruption_error(file: Column, line: Column) -> Column:
             F.substring(line, 1, 200),
         )
     )
+
+
+def lines_on_driver(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame | None:
+    """The lines of a few small JSON log files as Spark's text scan gives them (`value`, `file`,
+    `name`), read on the driver into a local relation: what Spark then computes from them is folded
+    into the relation when a query is planned, with the same expressions, and needs no job. None
+    (read them with Spark) when they are many or big, cannot be read from here, or hold bytes that
+    are not UTF-8 (Spark's scan keeps such bytes, a decoder would not)."""
+    if is_connect(spark) or not 0 < len(files) <= DRIVER_JSON_FILES:
+        return None
+    if sum(f.size for f in files) > DRIVER_JSON_BYTES or any(f.file_format != "json" for f in files):
+        return None
+    storage = storage_for(spark)
+    try:
+        with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
+            texts = list(pool.map(lambda f: _text_of(storage, f.path), files))
+    except DeltaSparkError:
+        return None  # Spark reads them and says what is wrong
+    if any(text is None or "\ufffd" in text for text in texts):
+        return None
+    columns: dict[str, list[Any]] = {"value": [], "file": [], "name": []}
+    for f, text in zip(files, texts, strict=True):
+        lines = LINE_BREAK.split(text)  # type: ignore[arg-type]
+        if lines and lines[-1] == "":
+            lines.pop()  # a final line break ends the last line; it starts no new one
+        uri = storage.uri_string(f.path)  # as Spark's `_metadata.file_path` shows it
+        columns["value"] += lines
+        columns["file"] += [uri] * len(lines)
+        columns["name"] += [name_of(f.path)] * len(lines)
+    return local_frame(spark, columns, _LINES)
+
+
+def _text_of(storage: Storage, path: str) -> str | None:
+    local = local_file(path)
+    if local is None:
+        return storage.read_text(path)
+    try:
+        with open(local, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return None
 
 
 def read_json_actions(
@@ -86,11 +135,13 @@ def read_json_actions(
     wanted = [f.name for f in schema.fields if f.name != CORRUPT_RECORD]
     paths = [f.path for f in files]
     if select_lines:
-        lines = read_paths(spark, spark.read.options(**STRICT_READ_OPTIONS), "text", paths).select(
-            "value",
-            F.col("_metadata.file_path").alias("file"),
-            F.col("_metadata.file_name").alias("name"),
-        )
+        lines = lines_on_driver(spark, files)
+        if lines is None:
+            lines = read_paths(spark, spark.read.options(**STRICT_READ_OPTIONS), "text", paths).select(
+                "value",
+                F.col("_metadata.file_path").alias("file"),
+                F.col("_metadata.file_name").alias("name"),
+            )
         value = F.col("value")
         if kinds is not None and "add" not in kinds and "remove" not in kinds:
             # Most lines of a big log are file actions, as every writer spells them; a prefix test

@@ -18,13 +18,13 @@ from typing import Any
 
 from deltaspark.log import action_schemas as schemas
 from deltaspark.log.files import LogFile
-from deltaspark.log.replay import ACTION_KEY, FILE_ACTION_PREFIXES
+from deltaspark.log.replay import ACTION_KEY, DRIVER_JSON_BYTES, DRIVER_JSON_FILES, FILE_ACTION_PREFIXES
 from deltaspark.log.typed_json import UnclearError, json_object, parquet_actions, typed
 from deltaspark.storage import LINE_BREAK
 
 # Segments above these stay on Spark: the driver only ever reads a few small files.
-MAX_FILES = 64
-MAX_BYTES = 4 * 1024 * 1024
+MAX_FILES = DRIVER_JSON_FILES
+MAX_BYTES = DRIVER_JSON_BYTES
 
 _KINDS = ("protocol", "metaData", "commitInfo")
 # The Spark path's regex with Java's `\s`, not Python's Unicode whitespace.

@@ -18,22 +18,37 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
 from deltaspark.errors import UnsupportedFileSystemError
 from deltaspark.log.paths import normalize_root
 from deltaspark.read.arrow_file_reader import open_file
-from deltaspark.spark_compat import check_python_workers, is_connect
+from deltaspark.spark_compat import check_python_workers, is_connect, local_frame
 
 log = logging.getLogger(__name__)
 
 LISTING_SCHEMA = "path string, size long, modificationTime long, isDir boolean"
 LISTING_COLUMNS = ("path", "size", "modificationTime", "isDir")
+_LISTING_TYPE = StructType(
+    [
+        StructField("path", StringType()),
+        StructField("size", LongType()),
+        StructField("modificationTime", LongType()),
+        StructField("isDir", BooleanType()),
+    ]
+)
 # Directories the driver aims for before handing subtrees to tasks, per core of the cluster.
 _DIRS_PER_CORE = 8
 _MAX_DRIVER_DEPTH = 4
+# A tree of at most this many entries, in at most this many directories below the driver's first
+# levels, is listed on the driver (a Spark job with Python tasks costs more than listing it).
+DRIVER_ENTRIES = 10_000
+DRIVER_DIRECTORIES = 256
+_DRIVER_THREADS = 16
 
 
 def is_hidden(name: str, partition_columns: Sequence[str], top_level: bool = False) -> bool:
@@ -113,6 +128,39 @@ def _arrow_schema() -> Any:
     )
 
 
+def _entries_frame(spark: SparkSession, root: str, root_local: str, infos: list[Any]) -> DataFrame:
+    """Entries listed on the driver, as the tasks report them (`_walk_batches`), held on the driver."""
+    cut = len(root_local.rstrip("/"))
+    dirs = [i.type.name == "Directory" for i in infos]
+    return local_frame(
+        spark,
+        {
+            "path": [root + i.path[cut:] for i in infos],
+            "size": [0 if d else (i.size or 0) for i, d in zip(infos, dirs, strict=True)],
+            "modificationTime": [None if i.mtime_ns is None else i.mtime_ns // 1_000_000 for i in infos],
+            "isDir": dirs,
+        },
+        _LISTING_TYPE,
+    )
+
+
+def _walk_on_driver(fs: Any, frontier: list[str], columns: list[str], seen: list[Any]) -> list[Any] | None:
+    """`seen` and every entry below the `frontier` directories, listed on the driver (a level's
+    directories at once, in threads) when the tree holds at most `DRIVER_ENTRIES` entries in at most
+    `DRIVER_DIRECTORIES` directories below the frontier; None when it holds more (tasks list it)."""
+    entries, listed = list(seen), 0
+    with ThreadPoolExecutor(max_workers=_DRIVER_THREADS) as pool:
+        while frontier:
+            listed += len(frontier)
+            if listed > DRIVER_DIRECTORIES or len(entries) > DRIVER_ENTRIES:
+                return None
+            levels = list(pool.map(lambda d: _children(fs, d, columns, False), frontier))
+            below = [i.path for infos in levels for i in infos if i.type.name == "Directory"]
+            entries += [i for infos in levels for i in infos]
+            frontier = below
+    return entries if len(entries) <= DRIVER_ENTRIES else None
+
+
 def list_table_files(
     spark: SparkSession, table_root: str, partition_columns: Sequence[str] = ()
 ) -> DataFrame:
@@ -129,22 +177,27 @@ def list_table_files(
     columns = list(partition_columns)
     cores = 2 if is_connect(spark) else spark.sparkContext.defaultParallelism
     target = max(1, cores) * _DIRS_PER_CORE
-    # Driver: breadth first over directories only, until the frontier is wide enough.
+    # Driver: breadth first over directories, until the frontier is wide enough.
     shallow: list[str] = []  # directories whose own files a task lists (not their subdirectories)
     frontier = [root_local]
+    seen: list[Any] = []  # every entry the driver listed
     for _ in range(_MAX_DRIVER_DEPTH):
         if len(frontier) >= target:
             break
         below: list[str] = []
         for directory in frontier:
-            top_level = directory == root_local
-            below += [
-                i.path for i in _children(fs, directory, columns, top_level) if i.type.name == "Directory"
-            ]
+            infos = _children(fs, directory, columns, directory == root_local)
+            seen += infos
+            below += [i.path for i in infos if i.type.name == "Directory"]
         if not below:
+            frontier = []  # the driver listed the whole tree
             break
         shallow += frontier
         frontier = below
+    whole = _walk_on_driver(fs, frontier, columns, seen)
+    if whole is not None:
+        log.info("Listed %s on the driver: %d entries", root, len(whole))
+        return _entries_frame(spark, root, root_local, whole)
     work = [(d[len(root_local) :], False) for d in shallow] + [(d[len(root_local) :], True) for d in frontier]
     log.info(
         "Listing %s: %d directories walked by tasks, %d listed one level", root, len(frontier), len(shallow)

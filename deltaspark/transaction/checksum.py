@@ -307,6 +307,11 @@ def _py_bin(value: int, bounds: tuple[int, ...]) -> int:
     return index
 
 
+def negated(part: dict[str, Any]) -> dict[str, Any]:
+    """An aggregate with every count and sum negated (a file leaving the state)."""
+    return {k: [-x for x in v] if isinstance(v, list) else -v for k, v in part.items()}
+
+
 def combine(*parts: dict[str, Any]) -> dict[str, Any]:
     """The sum of several aggregates."""
     out = dict(parts[0])
