@@ -62,6 +62,17 @@ def try_cast(column: Column, data_type: DataType) -> Column:
         spark.conf.set(_ANSI, "true")
 
 
+def sql_in(column: str, values: list[str]) -> Column:
+    """`column IN (values)`, as one SQL expression when the values are plain (`Column.isin` costs a
+    py4j round trip per value); with a quote or backslash in a value, as `Column.isin`."""
+    if not values:
+        return F.lit(False)
+    if any("'" in v or "\\" in v for v in values):
+        return F.col(f"`{column}`").isin(values)
+    listed = ", ".join("'" + v + "'" for v in values)
+    return F.expr(f"`{column}` IN ({listed})")
+
+
 def url_decode(column: Column) -> Column:
     """RFC 2396 decoding of a path: `%XX` escapes only (a literal `+` stays a `+`)."""
     protected = F.regexp_replace(column, r"\+", "%2B")

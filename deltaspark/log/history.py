@@ -23,6 +23,7 @@ from deltaspark.log import torn_writes
 from deltaspark.log.commit_timestamps import MISSING_ICT, InCommitTimestamps, monotonic_file_times
 from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.replay import read_json_actions
+from deltaspark.spark_compat import is_local, local_frame
 from deltaspark.spark_errors import CORRUPT_LOG, own_error
 from deltaspark.storage import Storage
 
@@ -63,6 +64,17 @@ COMMIT_INFO = StructType(
 )
 
 
+_BASE = StructType(
+    [
+        StructField("version", LongType(), False),
+        StructField("fileTimestampMs", LongType(), False),
+        StructField("_commit_file", StringType(), False),
+    ]
+)
+_HELD = StructType([*_BASE.fields, StructField("commitInfo", StringType(), True)])
+TWO_COMMIT_INFOS = "the commit holds two different `commitInfo` actions"
+
+
 def history_frame(
     spark: SparkSession,
     listing: Sequence[LogFile],
@@ -78,31 +90,35 @@ def history_frame(
         commits = commits[-limit:] if limit > 0 else []
     if storage is not None:
         torn_writes.check_files(spark, storage, commits)
-    base = spark.createDataFrame(
-        [(c.version, file_times[c.version], c.path) for c in commits],
-        StructType(
-            [
-                StructField("version", LongType(), False),
-                StructField("fileTimestampMs", LongType(), False),
-                StructField("_commit_file", StringType(), False),
-            ]
-        ),
-    )
-    if not commits:
-        info = spark.createDataFrame([], "version long, commitInfo string")
+    lines = read_json_actions(spark, commits, ["commitInfo"]) if commits else None
+    held = _infos_on_driver(lines) if lines is not None else None
+    if held is not None:
+        # A small log's commit infos, held on the driver: the rows are made there, newest first.
+        newest_first = sorted(commits, key=lambda c: -c.version)
+        columns = {
+            "version": [c.version for c in newest_first],
+            "fileTimestampMs": [file_times[c.version] for c in newest_first],
+            "_commit_file": [c.path for c in newest_first],
+            "commitInfo": [held.get(c.version) for c in newest_first],
+        }
+        joined = local_frame(spark, columns, _HELD)
     else:
-        # One commitInfo per commit: a line written twice is one; two that differ are damage.
-        lines = read_json_actions(spark, commits, ["commitInfo"])
-        info = lines.groupBy("version").agg(
-            F.min("commitInfo").alias("_info"),
-            F.count_distinct("commitInfo").alias("_kinds"),
-            F.first("file").alias("_file"),
-        )
-        twice = own_error(CORRUPT_LOG, F.col("_file"), "the commit holds two different `commitInfo` actions")
-        info = info.select(
-            "version", F.when(F.col("_kinds") > 1, twice).otherwise(F.col("_info")).alias("commitInfo")
-        )
-    joined = base.join(info, "version", "left").withColumn("ci", F.from_json("commitInfo", COMMIT_INFO))
+        base = spark.createDataFrame([(c.version, file_times[c.version], c.path) for c in commits], _BASE)
+        if lines is None:
+            info = spark.createDataFrame([], "version long, commitInfo string")
+        else:
+            # One commitInfo per commit: a line written twice is one; two that differ are damage.
+            info = lines.groupBy("version").agg(
+                F.min("commitInfo").alias("_info"),
+                F.count_distinct("commitInfo").alias("_kinds"),
+                F.first("file").alias("_file"),
+            )
+            twice = own_error(CORRUPT_LOG, F.col("_file"), TWO_COMMIT_INFOS)
+            info = info.select(
+                "version", F.when(F.col("_kinds") > 1, twice).otherwise(F.col("_info")).alias("commitInfo")
+            )
+        joined = base.join(info, "version", "left")
+    joined = joined.withColumn("ci", F.from_json("commitInfo", COMMIT_INFO))
     stamp_ms = F.col("fileTimestampMs")
     if ict.enabled:
         # From the enablement version on, every commit must carry its in-commit timestamp.
@@ -115,9 +131,29 @@ def history_frame(
             .when(F.col("ci.inCommitTimestamp").isNull(), missing)
             .otherwise(F.col("ci.inCommitTimestamp"))
         )
-    return joined.select(
+    history = joined.select(
         "version",
         F.timestamp_millis(stamp_ms).alias("timestamp"),
         *[F.col(f"ci.{f.name}").alias(f.name) for f in COMMIT_INFO.fields if f.name not in ("timestamp",)],
         "commitInfo",
-    ).orderBy(F.col("version").desc())
+    )
+    return history if held is not None else history.orderBy(F.col("version").desc())
+
+
+def _infos_on_driver(lines: DataFrame) -> dict[int, str] | None:
+    """Each commit's `commitInfo` from its lines, when they are held on the driver (a small log:
+    collecting them runs no job) and clean; None otherwise, and the Spark plan reads them (and
+    names a damaged file when its rows are evaluated)."""
+    if not is_local(lines):
+        return None
+    try:
+        rows = lines.select("version", "commitInfo").collect()
+    except Exception:  # noqa: BLE001 - a corrupt line: the Spark plan raises it when evaluated
+        return None
+    found: dict[int, set[str]] = {}
+    for row in rows:
+        if row["commitInfo"] is not None:
+            found.setdefault(int(row["version"]), set()).add(row["commitInfo"])
+    if any(len(infos) > 1 for infos in found.values()):
+        return None  # two different commit infos in one commit: damage, which the plan names
+    return {version: next(iter(infos)) for version, infos in found.items()}

@@ -111,7 +111,7 @@ def _text_of(storage: Storage, path: str) -> str | None:
     try:
         with open(local, "rb") as handle:
             return handle.read().decode("utf-8", "replace")
-    except FileNotFoundError:
+    except OSError:  # missing, not readable: Spark reads it and names the problem
         return None
 
 

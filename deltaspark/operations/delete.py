@@ -33,6 +33,7 @@ from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.features.row_tracking import materialized_columns
 from deltaspark.log.paths import canonical_path
 from deltaspark.operations.deletion_vector_writer import write_deletion_vectors
+from deltaspark.operations.file_set import FileSet
 from deltaspark.operations.write import add_of, check_writable_rows, removes_of, write_data_files
 from deltaspark.read.predicates import from_filter, references
 from deltaspark.read.scan import read_files
@@ -98,34 +99,26 @@ def delete(
         files = snapshot.files(condition)
         # When the partition values decide the condition, every row of a candidate file matches.
         whole_files = _partition_only(condition, snapshot.partitionColumns)
-    # One row per candidate file, used by every step below: replay the log once, not per step.
-    candidates = persist_sized(files, snapshot.stateBytes)
-    txn.readFiles(candidates)
-    cached: list[Any] = [candidates]
+    cached: list[Any] = []
     try:
-        counts = candidates.agg(
-            F.count(F.lit(1)),
-            F.sum("stats_parsed.numRecords"),
-            F.sum("size"),
-            F.count(F.col("deletionVector")),
-            F.sum("deletionVector.cardinality"),
-            F.count(F.when(F.col("stats_parsed.numRecords").isNull(), 1)),
-        ).first()
-        if not counts[0]:
+        # One row per candidate file, used by every step below: replay the log once, not per step.
+        candidates = FileSet.of(files, now, cached, snapshot.stateBytes)
+        txn.readFiles(candidates.frame)
+        if not candidates.count("files"):
             log.info("Nothing to delete from %s: no file can hold a matching row", table_path)
             return None
         if whole_files:
-            txn.removeFiles(removes_of(candidates, now), int(counts[0]))
-            metrics["numRemovedFiles"] = int(counts[0])
-            metrics["numRemovedBytes"] = int(counts[2] or 0)
-            metrics["numDeletedRows"] = int(counts[1] or 0) - int(counts[4] or 0)
-            metrics["numDeletionVectorsRemoved"] = int(counts[3] or 0)
+            candidates.remove_from(txn)
+            metrics["numRemovedFiles"] = candidates.count("files")
+            metrics["numRemovedBytes"] = candidates.count("bytes")
+            metrics["numDeletedRows"] = candidates.count("records") - candidates.count("dv_rows")
+            metrics["numDeletionVectorsRemoved"] = candidates.count("dvs")
         else:
             expression = F.expr(condition) if isinstance(condition, str) else condition
             matches = F.coalesce(expression, F.lit(False))
-            if use_dvs and not counts[5]:
+            if use_dvs and not candidates.count("no_stats"):
                 deleted = _mark_deleted(
-                    spark, storage, snapshot, txn, candidates, int(counts[0]), matches, now, metrics, cached
+                    spark, storage, snapshot, txn, candidates, matches, now, metrics, cached
                 )
             else:
                 if use_dvs:
@@ -142,17 +135,37 @@ def delete(
             frame.unpersist()
 
 
-def read_candidates(snapshot: Snapshot, files: DataFrame) -> DataFrame:
-    """The rows of `files` (existing DVs applied), each with its position and its file's path."""
+def read_candidates(snapshot: Snapshot, files: DataFrame, listed: list[Any] | None = None) -> DataFrame:
+    """The rows of `files` (existing DVs applied), each with its position and its file's path;
+    `listed` as `read_files` takes it."""
     return read_files(
-        snapshot, files.withColumn(FILE_COLUMN, F.col("path")), carry=[FILE_COLUMN], keep_row_index=True
+        snapshot,
+        files.withColumn(FILE_COLUMN, F.col("path")),
+        carry=[FILE_COLUMN],
+        keep_row_index=True,
+        listed=listed,
     )
 
 
-def _touched(files: DataFrame, matched: DataFrame) -> DataFrame:
-    """The rows of `files` whose data file holds at least one matched row."""
-    paths = matched.select(F.col(FILE_COLUMN).alias("__touched")).distinct()
-    return files.join(paths, files["path"] == paths["__touched"], "left_semi")
+def touched_files(
+    snapshot: Snapshot,
+    files: DataFrame,
+    listed: list[Any] | None,
+    matches: Column,
+    now: int,
+    cached: list[Any],
+) -> FileSet:
+    """The candidate `files` (`listed`: what a read collects of them, when held) holding a row
+    that `matches`, with the number of such rows (`matched`, among their totals): one read of the
+    candidates. Candidates held on the driver (a small log's) stay there: each file's count is
+    collected and the touched ones picked from them (`FileSet.among`)."""
+    per_file = (
+        read_candidates(snapshot, files, listed)
+        .where(matches)
+        .groupBy(F.col(FILE_COLUMN).alias("__touched"))
+        .agg(F.count(F.lit(1)).alias("__matched"))
+    )
+    return FileSet.among(files, per_file, now, cached, snapshot.stateBytes)
 
 
 @dataclass(frozen=True)
@@ -243,17 +256,16 @@ def _mark_deleted(
     storage: Storage,
     snapshot: Snapshot,
     txn: Transaction,
-    candidates: DataFrame,
-    candidate_count: int,
+    candidates: FileSet,
     matches: Column,
     now: int,
     metrics: dict[str, Any],
     cached: list[Any],
 ) -> DataFrame | None:
     """Deletion vectors for the files holding matching rows; returns the deleted rows (for CDF)."""
-    matched = read_candidates(snapshot, candidates).where(matches)
+    matched = read_candidates(snapshot, candidates.frame, candidates.listed).where(matches)
     marking = mark_rows_deleted(
-        spark, storage, snapshot, txn, candidates, candidate_count, matched, now, cached
+        spark, storage, snapshot, txn, candidates.frame, candidates.count("files"), matched, now, cached
     )
     if not marking.changed_files:
         return None
@@ -274,28 +286,26 @@ def _rewrite(
     spark: SparkSession,
     snapshot: Snapshot,
     txn: Transaction,
-    candidates: DataFrame,
+    candidates: FileSet,
     matches: Column,
     now: int,
     metrics: dict[str, Any],
     cached: list[Any],
 ) -> DataFrame | None:
-    """Copy-on-write: the files holding matching rows are rewritten without them. On a table with
-    row tracking the copied rows keep their row ids and commit versions, written into the
-    materialized columns the table names (as delta-spark does)."""
-    rows = read_candidates(snapshot, candidates)
-    touched = _touched(candidates, rows.where(matches))
-    gone = touched.agg(
-        F.count(F.lit(1)), F.sum("size"), F.count(F.col("deletionVector")), F.sum("stats_parsed.numRecords")
-    ).first()
-    if not gone[0]:
+    """Copy-on-write: the files holding matching rows are rewritten without them. One read of the
+    candidates counts each file's matching rows; the files holding one are read again to copy
+    the others. On a table with row tracking the copied rows keep their row ids and commit
+    versions, written into the materialized columns the table names (as delta-spark does)."""
+    touched = touched_files(snapshot, candidates.frame, candidates.listed, matches, now, cached)
+    if not touched.count("files"):
         return None
-    metrics["numRemovedFiles"] = int(gone[0])
-    metrics["numRemovedBytes"] = int(gone[1] or 0)
-    metrics["numDeletionVectorsRemoved"] = int(gone[2] or 0)
-    txn.removeFiles(removes_of(touched, now), int(gone[0]))
+    metrics["numRemovedFiles"] = touched.count("files")
+    metrics["numRemovedBytes"] = touched.count("bytes")
+    metrics["numDeletionVectorsRemoved"] = touched.count("dvs")
+    metrics["numDeletedRows"] = touched.count("matched")
+    touched.remove_from(txn)
     tracked = row_tracking_enabled(snapshot.protocol, snapshot.metadata)
-    rows = read_files(snapshot, touched, row_tracking=tracked)
+    rows = read_files(snapshot, touched.frame.drop("__matched"), row_tracking=tracked, listed=touched.listed)
     schema = snapshot.schema
     hidden: tuple[str, ...] = materialized_row_tracking(snapshot) if tracked else ()
     kept = rows.where(~matches).select(

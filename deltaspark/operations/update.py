@@ -60,18 +60,18 @@ from deltaspark.features.expressions import resolve_expression
 from deltaspark.features.identity_columns import identity_columns
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.operations.delete import (
-    FILE_COLUMN,
     check_rows_changeable,
     mark_rows_deleted,
     materialized_row_tracking,
     read_candidates,
+    touched_files,
     write_change_files,
     writes_deletion_vectors,
 )
+from deltaspark.operations.file_set import FileSet
 from deltaspark.operations.write import (
     GENERATION_KEY,
     conform_value,
-    removes_of,
     write_data_files,
 )
 from deltaspark.read.scan import read_files
@@ -306,27 +306,11 @@ def update(
     try:
         txn.readFiles(candidates)
         # One read of the candidates: how many rows of each file match.
-        per_file = (
-            read_candidates(snapshot, candidates)
-            .where(matches)
-            .groupBy(F.col(FILE_COLUMN).alias("__touched"))
-            .agg(F.count(F.lit(1)).alias("__matched"))
-        )
-        touched = persist_sized(
-            candidates.join(per_file, candidates["path"] == per_file["__touched"]), snapshot.stateBytes
-        )
-        cached.append(touched)
-        totals = touched.agg(
-            F.count(F.lit(1)),
-            F.sum("__matched"),
-            F.count(F.when(F.col("stats_parsed.numRecords").isNull(), 1)),
-            F.sum("size"),
-            F.count(F.col("deletionVector")),
-        ).first()
-        if not totals[0]:
+        touched = touched_files(snapshot, candidates, None, matches, now, cached)
+        if not touched.count("files"):
             log.info("Nothing to update in %s: no row matches", table_path)
             return None
-        metrics["numUpdatedRows"] = int(totals[1])
+        metrics["numUpdatedRows"] = touched.count("matched")
         scanned = time.time()
         metrics["scanTimeMs"] = int((scanned - started) * 1000)
         tracked = row_tracking_enabled(protocol, metadata)
@@ -336,7 +320,8 @@ def update(
             storage,
             snapshot,
             txn,
-            touched.drop("__touched", "__matched"),
+            touched.frame.drop("__matched"),
+            touched,
             matches,
             resolved,
             hidden,
@@ -345,10 +330,10 @@ def update(
             cached,
         )
         try:
-            if writes_deletion_vectors(snapshot) and not totals[2]:
-                _merge_on_read(job, int(totals[0]))
+            if writes_deletion_vectors(snapshot) and not touched.count("no_stats"):
+                _merge_on_read(job)
             else:
-                _copy_on_write(job, int(totals[0]), int(totals[3] or 0), int(totals[4]))
+                _copy_on_write(job)
         except Exception as exc:  # a value out of its column's range, raised by a Spark task
             error = out_of_range_error(exc)
             if error is None:
@@ -373,6 +358,7 @@ class _Update:
     snapshot: Snapshot
     txn: Transaction
     files: DataFrame  # the files holding a matched row
+    touched: FileSet  # the same, with their totals
     matches: Column
     resolved: dict[str, Any]
     hidden: tuple[str, ...]  # the materialized row tracking columns, when the table tracks rows
@@ -408,7 +394,7 @@ def _new_rows(
 def _write_new_rows(job: _Update, only_matched: bool) -> Any:
     """The rows of the touched files as the update leaves them (`_new_rows`), written and added."""
     snapshot = job.snapshot
-    rows = read_files(snapshot, job.files, row_tracking=bool(job.hidden))
+    rows = read_files(snapshot, job.files, row_tracking=bool(job.hidden), listed=job.touched.listed)
     written = write_data_files(
         job.spark,
         snapshot.tableRoot,
@@ -426,21 +412,21 @@ def _write_new_rows(job: _Update, only_matched: bool) -> Any:
     return written
 
 
-def _copy_on_write(job: _Update, file_count: int, file_bytes: int, dv_count: int) -> None:
-    """The touched files (`file_count` of them, `file_bytes` in all, `dv_count` with a DV)
-    rewritten with the update applied; the originals removed."""
-    job.txn.removeFiles(removes_of(job.files, job.now), file_count)
-    job.metrics["numRemovedFiles"] = file_count
-    job.metrics["numRemovedBytes"] = file_bytes
-    job.metrics["numDeletionVectorsRemoved"] = dv_count
+def _copy_on_write(job: _Update) -> None:
+    """The touched files rewritten with the update applied; the originals removed."""
+    job.touched.remove_from(job.txn)
+    job.metrics["numRemovedFiles"] = job.touched.count("files")
+    job.metrics["numRemovedBytes"] = job.touched.count("bytes")
+    job.metrics["numDeletionVectorsRemoved"] = job.touched.count("dvs")
     written = _write_new_rows(job, only_matched=False)
     job.metrics["numCopiedRows"] = written.rows - job.metrics["numUpdatedRows"]
 
 
-def _merge_on_read(job: _Update, file_count: int) -> None:
+def _merge_on_read(job: _Update) -> None:
     """The matched rows marked deleted in each file's (new) DV, as a delete marks them, and their
     new values written as new files; the files' other rows stay where they are."""
-    matched = read_candidates(job.snapshot, job.files).where(job.matches)
+    matched = read_candidates(job.snapshot, job.files, job.touched.listed).where(job.matches)
+    file_count = job.touched.count("files")
     marking = mark_rows_deleted(
         job.spark, job.storage, job.snapshot, job.txn, job.files, file_count, matched, job.now, job.cached
     )

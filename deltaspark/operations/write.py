@@ -519,23 +519,26 @@ def add_of(**changes: Column) -> Column:
     return F.struct(*[changes.get(f.name, F.col(f.name)).alias(f.name) for f in schemas.ADD.fields])
 
 
-def removes_of(files: DataFrame, now_ms: int) -> DataFrame:
-    """`remove` actions for `files()` rows, carrying what the protocol asks (extended metadata,
+def removes_of(files: DataFrame, now_ms: int, data_change: bool = True) -> DataFrame:
+    """`remove` actions for `files()` rows (see `remove_of`)."""
+    return files.select(remove_of(now_ms, data_change).alias("remove"))
+
+
+def remove_of(now_ms: int, data_change: bool = True) -> Column:
+    """The `remove` action of a `files()` row, carrying what the protocol asks (extended metadata,
     the DV and row-tracking fields, so that CDF and row ids stay derivable)."""
-    return files.select(
-        F.struct(
-            F.col("path"),
-            F.lit(now_ms).cast("long").alias("deletionTimestamp"),
-            F.lit(True).alias("dataChange"),
-            F.lit(True).alias("extendedFileMetadata"),
-            F.col("partitionValues"),
-            F.col("size"),
-            F.col("stats"),
-            F.col("tags"),
-            F.col("deletionVector"),
-            F.col("baseRowId"),
-            F.col("defaultRowCommitVersion"),
-        ).alias("remove")
+    return F.struct(
+        F.col("path"),
+        F.lit(now_ms).cast("long").alias("deletionTimestamp"),
+        F.lit(data_change).alias("dataChange"),
+        F.lit(True).alias("extendedFileMetadata"),
+        F.col("partitionValues"),
+        F.col("size"),
+        F.col("stats"),
+        F.col("tags"),
+        F.col("deletionVector"),
+        F.col("baseRowId"),
+        F.col("defaultRowCommitVersion"),
     )
 
 

@@ -123,6 +123,14 @@ def rendered_adds(adds: DataFrame) -> DataFrame:
     return adds.select(line.alias("line"), *others)
 
 
+def rendered_removes(removes: DataFrame) -> DataFrame:
+    """`removes` (a `remove` struct column, other columns kept) with the `remove` replaced by
+    `line`, its commit line as `Transaction.removeFiles` writes it (see `rendered_adds`)."""
+    others = [c for c in removes.columns if c != "remove"]
+    line = A.remove_line(_in_schema_order(removes, "remove", schemas.REMOVE))
+    return removes.select(line.alias("line"), *others)
+
+
 class Transaction:
     """An optimistic transaction on the table at `table_path` (see the module docstring)."""
 
@@ -212,14 +220,19 @@ class Transaction:
         adds = adds.select(_in_schema_order(adds, "add", schemas.ADD).alias("add"), "num_records")
         self._adds = adds if self._adds is None else self._adds.unionByName(adds)
 
-    def removeFiles(self, removes: DataFrame, count: int | None = None) -> None:
-        """`remove` actions as a DataFrame with a `remove` struct column; `count` as for `addFiles`."""
-        removes = removes.select(_in_schema_order(removes, "remove", schemas.REMOVE).alias("remove"))
+    def removeFiles(
+        self, removes: DataFrame, count: int | None = None, lines: list[str] | None = None
+    ) -> None:
+        """`remove` actions as a DataFrame with a `remove` struct column; `count` as for `addFiles`;
+        `lines`, when the caller has already collected them (`rendered_removes`): `removes` is not
+        read."""
         small = sum(1 for a in self._actions if "remove" in a)
-        if self._fits_driver(count, small):
-            for row in removes.select(A.remove_line(F.col("remove")).alias("line")).collect():
-                self._actions.append(json.loads(row["line"]))
+        if lines is None and self._fits_driver(count, small):
+            lines = [row["line"] for row in rendered_removes(removes).collect()]
+        if lines is not None:
+            self._actions += [json.loads(line) for line in lines]
             return
+        removes = removes.select(_in_schema_order(removes, "remove", schemas.REMOVE).alias("remove"))
         self._removes = removes if self._removes is None else self._removes.unionByName(removes)
 
     def _fits_driver(self, count: int | None, held: int) -> bool:

@@ -60,6 +60,7 @@ from deltaspark.operations.delete import (
     write_change_files,
     writes_deletion_vectors,
 )
+from deltaspark.operations.file_set import FileSet
 from deltaspark.operations.merge.clauses import (
     DELETE,
     INSERT,
@@ -86,7 +87,6 @@ from deltaspark.operations.merge.values import (
 from deltaspark.operations.update import out_of_range_error
 from deltaspark.operations.write import (
     check_writable_rows,
-    removes_of,
     with_identity_values,
     write_data_files,
 )
@@ -101,7 +101,6 @@ log = logging.getLogger(__name__)
 TARGET_ALIAS = "__deltaspark_target"  # the target's alias when the user gave none
 SOURCE_HERE = "__deltaspark_source_present"
 ROW_INDEX = "__deltaspark_row_index"
-TOUCHED = "__deltaspark_touched"
 PAIR_BYTES = 256  # about the size of a matched pair's row: its file, position, clause and key
 
 
@@ -316,9 +315,10 @@ class _Plan:
         return candidates
 
     # ---- 2. the joined rows, each tagged with its clause --------------------------------------
-    def _target(self, files: DataFrame | None) -> DataFrame:
+    def _target(self, files: DataFrame | None, listed: list[Any] | None = None) -> DataFrame:
         """The candidate files' rows: the table's columns (for the user's expressions), the row as
-        a struct, its file and position, and its row id and commit version when rows are tracked."""
+        a struct, its file and position, and its row id and commit version when rows are tracked
+        (`listed`: what the read collects of `files`, when held)."""
         schema = self.snapshot.schema
         tracked = bool(self.hidden)
         if files is None:
@@ -340,6 +340,7 @@ class _Plan:
                 row_tracking=tracked,
                 carry=[FILE_COLUMN],
                 keep_row_index=True,
+                listed=listed,
             )
         table = [F.col(quote(f.name)) for f in schema.fields]
         tracking = (
@@ -361,12 +362,14 @@ class _Plan:
     def _join_condition(self) -> Column:
         return F.expr(self.condition) if isinstance(self.condition, str) else self.condition
 
-    def _joined(self, files: DataFrame | None, keep_target_rows: bool) -> DataFrame:
+    def _joined(
+        self, files: DataFrame | None, keep_target_rows: bool, listed: list[Any] | None = None
+    ) -> DataFrame:
         """The rows of `files` joined with the source, tagged with `CLAUSE`: matched pairs, and
         with `keep_target_rows` every target row (left join: the source is the side Spark can
         broadcast). Source rows without a match are found apart (`_inserted`)."""
         how = "left" if keep_target_rows else "inner"
-        joined = self._target(files).join(self.source, self._join_condition(), how)
+        joined = self._target(files, listed).join(self.source, self._join_condition(), how)
         return joined.withColumn(CLAUSE, self._tag(inserting=False))
 
     def _tag(self, inserting: bool) -> Column:
@@ -477,38 +480,24 @@ class _Plan:
             if self.inserts:
                 m["numTargetRowsInserted"] = self._write(self._inserted()).rows
         else:
-            files, file_totals = touched
-            if use_dvs and not file_totals["no_stats"]:
-                self._merge_on_read(files, file_totals, per_row.where(changed))
+            if use_dvs and not touched.count("no_stats"):
+                self._merge_on_read(touched, per_row.where(changed))
             else:
                 if use_dvs:  # DVs need each touched file's row count
                     log.info("Rewriting files of %s: some have no numRecords statistic", self.table_path)
-                self._copy_on_write(files, file_totals, changed_rows)
+                self._copy_on_write(touched, changed_rows)
         m["rewriteTimeMs"] = int((time.time() - rewrite_started) * 1000)
 
-    def _touched(self, changed_rows: DataFrame) -> tuple[DataFrame, dict[str, int]] | None:
-        """The candidate files holding a changed row (cached), and their totals."""
+    def _touched(self, changed_rows: DataFrame) -> FileSet:
+        """The candidate files holding a changed row, with their totals."""
         assert self.candidates is not None
-        paths = changed_rows.select(F.col(FILE_COLUMN).alias(TOUCHED)).distinct()
-        files = persist_sized(
-            self.candidates.join(paths, self.candidates["path"] == paths[TOUCHED]).drop(TOUCHED),
-            self.snapshot.stateBytes,
-        )
-        self.cached.append(files)
-        self.touched_files = files
-        row = files.agg(
-            F.count(F.lit(1)),
-            F.sum("size"),
-            F.count(F.col("deletionVector")),
-            F.sum("stats_parsed.numRecords"),
-            F.sum("deletionVector.cardinality"),
-            F.count(F.when(F.col("stats_parsed.numRecords").isNull(), 1)),
-        ).first()
-        names = ("files", "bytes", "dvs", "records", "dv_rows", "no_stats")
-        return files, {n: int(v or 0) for n, v in zip(names, row, strict=True)}
+        paths = changed_rows.select(F.col(FILE_COLUMN).alias("__touched")).distinct()
+        touched = FileSet.among(self.candidates, paths, self.now, self.cached, self.snapshot.stateBytes)
+        self.touched_files = touched.frame
+        return touched
 
     # ---- 4. the new files -------------------------------------------------------------------
-    def _merge_on_read(self, files: DataFrame, totals: dict[str, int], changed: DataFrame) -> None:
+    def _merge_on_read(self, touched: FileSet, changed: DataFrame) -> None:
         """Changed rows marked in the touched files' DVs; updated and inserted rows written."""
         marked = changed.select(F.col(FILE_COLUMN), F.col(ROW_INDEX).alias("_row_index"))
         marking = mark_rows_deleted(
@@ -516,8 +505,8 @@ class _Plan:
             self.storage,
             self.snapshot,
             self.txn,
-            files,
-            totals["files"],
+            touched.frame,
+            touched.count("files"),
             marked,
             self.now,
             self.cached,
@@ -530,7 +519,7 @@ class _Plan:
         m["numTargetDeletionVectorsUpdated"] = marking.had_dv - marking.emptied_with_dv
         m["numTargetDeletionVectorsRemoved"] = marking.had_dv
         if self.updates or self.inserts:
-            written_rows = self._write(self._rows(files, dv=True)).rows
+            written_rows = self._write(self._rows(touched, dv=True)).rows
         else:  # a delete-only merge writes no data file
             written_rows = 0
             self._record_changes(None)
@@ -543,21 +532,21 @@ class _Plan:
             written_rows,
         )
 
-    def _copy_on_write(self, files: DataFrame, totals: dict[str, int], changed_rows: int) -> None:
+    def _copy_on_write(self, touched: FileSet, changed_rows: int) -> None:
         """The touched files rewritten: their unchanged rows copied, updated rows in their new
         values, deleted rows left out; inserted rows written with them; the originals removed."""
-        self.txn.removeFiles(removes_of(files, self.now), totals["files"])
+        touched.remove_from(self.txn)
         self.changed = True
         m = self.metrics
-        m["numTargetFilesRemoved"] = totals["files"]
-        m["numTargetBytesRemoved"] = totals["bytes"]
-        m["numTargetDeletionVectorsRemoved"] = totals["dvs"]
-        written_rows = self._write(self._rows(files, dv=False)).rows
-        if totals["no_stats"]:
+        m["numTargetFilesRemoved"] = touched.count("files")
+        m["numTargetBytesRemoved"] = touched.count("bytes")
+        m["numTargetDeletionVectorsRemoved"] = touched.count("dvs")
+        written_rows = self._write(self._rows(touched, dv=False)).rows
+        if touched.count("no_stats"):
             inserted = self._inserted().count() if self.inserts else 0
             copied = written_rows - m["numTargetRowsUpdated"] - inserted
         else:
-            copied = totals["records"] - totals["dv_rows"] - changed_rows
+            copied = touched.count("records") - touched.count("dv_rows") - changed_rows
         m["numTargetRowsCopied"] = copied
         m["numTargetRowsInserted"] = written_rows - m["numTargetRowsUpdated"] - copied
 
@@ -605,12 +594,12 @@ class _Plan:
         self.cached.append(out)
         return out
 
-    def _rows(self, files: DataFrame, dv: bool) -> DataFrame:
+    def _rows(self, touched: FileSet, dv: bool) -> DataFrame:
         """The rows the merge writes: the insert clauses' rows, and from the touched `files` the
         updated rows (with DVs), or (copy-on-write) also the rows no clause changes, once each (a
         target row matched by several source rows is kept once)."""
         clause = F.col(CLAUSE)
-        joined = self._joined(files, keep_target_rows=self.by_source or not dv)
+        joined = self._joined(touched.frame, keep_target_rows=self.by_source or not dv, listed=touched.listed)
         if dv:
             target_side = joined.where(clause.isin(self.updates))
         else:

@@ -25,6 +25,7 @@ from deltaspark.features.clustering import PROVIDER, clustering_fields
 from deltaspark.features.expressions import resolve_expression
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.operations.delete import materialized_row_tracking
+from deltaspark.operations.file_set import FILE_TOTALS, FileSet, Total, totals_of
 from deltaspark.operations.file_stats import check_layout_statistics
 from deltaspark.operations.optimize.bins import (
     BIN,
@@ -51,7 +52,6 @@ from deltaspark.operations.write import (
     WrittenFiles,
     check_partition_only,
     check_writable_rows,
-    removes_of,
     write_data_files,
 )
 from deltaspark.read.scan import read_files
@@ -199,31 +199,29 @@ class _Totals:
     files_without_counts: int
 
     @classmethod
-    def of(cls, binned: DataFrame) -> _Totals:
-        row = binned.agg(
-            F.count(F.lit(1)),
-            F.sum("size"),
-            F.min("size"),
-            F.max("size"),
-            F.max(BIN),
-            F.countDistinct(PARTITION),
-            F.count(F.col("deletionVector")),
-            F.sum("deletionVector.cardinality"),
-            F.sum("stats_parsed.numRecords"),
-            F.count(F.when(F.col("stats_parsed.numRecords").isNull(), 1)),
-        ).first()
+    def of(cls, binned: FileSet) -> _Totals:
+        bins = binned.totals["bins"]
         return cls(
-            files=int(row[0]),
-            bytes=int(row[1] or 0),
-            smallest=row[2],
-            largest=row[3],
-            bins=int(row[4]) + 1 if row[4] is not None else 0,
-            partitions=int(row[5]),
-            dvs=int(row[6]),
-            deleted_rows=int(row[7] or 0),
-            records=int(row[8] or 0),
-            files_without_counts=int(row[9]),
+            files=binned.count("files"),
+            bytes=binned.count("bytes"),
+            smallest=binned.totals["smallest"],
+            largest=binned.totals["largest"],
+            bins=int(bins) + 1 if bins is not None else 0,
+            partitions=binned.count("partitions"),
+            dvs=binned.count("dvs"),
+            deleted_rows=binned.count("dv_rows"),
+            records=binned.count("records"),
+            files_without_counts=binned.count("no_stats"),
         )
+
+
+_TOTALS = (
+    *FILE_TOTALS,
+    Total("smallest", "min", "size"),
+    Total("largest", "max", "size"),
+    Total("bins", "max", BIN),
+    Total("partitions", "distinct", PARTITION),
+)
 
 
 def _metrics(request: _Request, totals: _Totals, considered_files: int) -> dict[str, Any]:
@@ -255,10 +253,11 @@ def _metrics(request: _Request, totals: _Totals, considered_files: int) -> dict[
 
 
 def _run(request: _Request, considered: DataFrame, cached: list[Any]) -> OptimizeOutcome:
-    binned = persist_sized(binned_files(considered, request.kind, request.sizes), request.snapshot.stateBytes)
-    cached.append(binned)
+    now = int(time.time() * 1000)
+    chosen = binned_files(considered, request.kind, request.sizes)
+    binned = FileSet.of(chosen, now, cached, request.snapshot.stateBytes, _TOTALS, data_change=False)
     totals = _Totals.of(binned)
-    metrics = _metrics(request, totals, considered.count())
+    metrics = _metrics(request, totals, totals_of(considered, (Total("files", "count"),))["files"])
     if not totals.files:
         log.info(
             "OPTIMIZE of %s: nothing to rewrite among %d file(s)",
@@ -280,11 +279,8 @@ def _run(request: _Request, considered: DataFrame, cached: list[Any]) -> Optimiz
     txn = Transaction(request.spark, request.storage, request.table_path, request.snapshot)
     if request.where is not None:
         txn.readPredicate(request.where)
-    txn.readFiles(binned)
-    removes = removes_of(binned, int(time.time() * 1000))
-    txn.removeFiles(
-        removes.withColumn("remove", F.col("remove").withField("dataChange", F.lit(False))), totals.files
-    )
+    txn.readFiles(binned.frame)
+    binned.remove_from(txn)
     written = _rewrite(request, binned, totals)
     cached.append(written)
     adds, lines = _unchanged(written, request.spark, PROVIDER if request.kind == CLUSTER else None)
@@ -300,7 +296,7 @@ def _run(request: _Request, considered: DataFrame, cached: list[Any]) -> Optimiz
     return OptimizeOutcome(commit, metrics)
 
 
-def _rewrite(request: _Request, binned: DataFrame, totals: _Totals) -> WrittenFiles:
+def _rewrite(request: _Request, chosen: FileSet, totals: _Totals) -> WrittenFiles:
     """The chosen files' rows (deletion vectors applied, row ids and commit versions kept), laid
     out as the kind says, written as new data files."""
     snapshot, kind = request.snapshot, request.kind
@@ -308,7 +304,10 @@ def _rewrite(request: _Request, binned: DataFrame, totals: _Totals) -> WrittenFi
     hidden: tuple[str, ...] = materialized_row_tracking(snapshot) if tracked else ()
     curve = kind in CURVE_KINDS
     # compaction needs each row's bin (its file's); a curve's groups are the partitions themselves
-    rows = read_files(snapshot, binned, row_tracking=tracked, carry=[] if curve else [BIN])
+    binned = chosen.frame
+    rows = read_files(
+        snapshot, binned, row_tracking=tracked, carry=[] if curve else [BIN], listed=chosen.listed
+    )
     # each row's id and commit version taken as plain columns before any shuffle
     rows = rows.select(
         *[F.col(f"`{f.name}`") for f in snapshot.schema.fields],

@@ -1,0 +1,181 @@
+"""The data files an operation changes, with the totals it needs, from one job or none.
+
+DML and OPTIMIZE choose files (rows shaped like `Snapshot.files()`), then need their totals (for
+the metrics and to choose a route), their `remove` actions and what a read of them collects (their
+paths, sizes and deletion vectors). Files held on the driver (a small log's: a local relation)
+give all three from one collect that runs no job. Others are cached and totalled by one aggregate;
+when they are few (at most `spark.deltaspark.commit.driverFileActions`, 1,000 by default) one
+collect then gives their `remove` lines and listing, and the commit writes the lines it was
+handed. Many files stay DataFrames: their removes rendered by Spark tasks at commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from deltaspark.operations.write import remove_of, removes_of
+from deltaspark.spark_compat import is_local, local_frame, persist_sized, sql_in
+from deltaspark.transaction.transaction import Transaction, driver_file_actions, rendered_removes
+
+
+@dataclass(frozen=True)
+class Total:
+    """A total over the files: `kind` of `column` (a column name, nested with dots) - `count` (rows
+    where it is set; every row without a column), `sum`, `min`, `max`, `distinct` (distinct set
+    values) or `nulls` (rows where it is null). As Spark's aggregates: a sum, min or max of nothing
+    is None."""
+
+    name: str
+    kind: str
+    column: str | None = None
+
+    def aggregate(self) -> Column:
+        column = F.col(self.column) if self.column is not None else F.lit(1)
+        if self.kind == "count":
+            return F.count(column)
+        if self.kind == "nulls":
+            return F.count(F.when(column.isNull(), 1))
+        if self.kind == "distinct":
+            return F.countDistinct(column)
+        return {"sum": F.sum, "min": F.min, "max": F.max}[self.kind](column)
+
+    def of(self, values: list[Any]) -> Any:
+        """The same total of values held on the driver (`values`: the column's, one per file)."""
+        if self.kind == "nulls":
+            return sum(1 for v in values if v is None)
+        present = [v for v in values if v is not None]
+        if self.kind == "count":
+            return len(present)
+        if self.kind == "distinct":
+            return len(set(present))
+        if not present:
+            return None
+        return {"sum": sum, "min": min, "max": max}[self.kind](present)
+
+
+def _input(total: Total, index: int) -> Column:
+    return (F.col(total.column) if total.column else F.lit(1)).alias(f"__total_{index}")
+
+
+def _held_totals(rows: list[Row], totals: tuple[Total, ...]) -> dict[str, Any]:
+    return {t.name: t.of([r[f"__total_{i}"] for r in rows]) for i, t in enumerate(totals)}
+
+
+def totals_of(frame: DataFrame, totals: tuple[Total, ...]) -> dict[str, Any]:
+    """`totals` of `frame`'s rows: one aggregate, or, for rows held on the driver, no job."""
+    if is_local(frame):
+        return _held_totals(frame.select(*[_input(t, i) for i, t in enumerate(totals)]).collect(), totals)
+    row = frame.agg(*[t.aggregate().alias(t.name) for t in totals]).first()
+    return {t.name: row[t.name] for t in totals}
+
+
+_PATHS = StructType([StructField("__touched", StringType())])
+_COUNTS = StructType([*_PATHS.fields, StructField("__matched", LongType())])
+
+# What every operation that removes files reports.
+FILE_TOTALS = (
+    Total("files", "count"),
+    Total("bytes", "sum", "size"),
+    Total("dvs", "count", "deletionVector"),
+    Total("records", "sum", "stats_parsed.numRecords"),
+    Total("dv_rows", "sum", "deletionVector.cardinality"),
+    Total("no_stats", "nulls", "stats_parsed.numRecords"),
+)
+
+
+@dataclass
+class FileSet:
+    """Files (`frame`: rows shaped like `Snapshot.files()`, held on the driver or cached), their
+    `totals`, their `removes` and, when they are few, each file's `remove` line and read listing
+    (`held`)."""
+
+    frame: DataFrame
+    totals: dict[str, Any]
+    removes: DataFrame
+    held: list[Row] | None
+
+    @classmethod
+    def of(
+        cls,
+        frame: DataFrame,
+        now_ms: int,
+        cached: list[Any],
+        size_bytes: int | None,
+        totals: tuple[Total, ...] = FILE_TOTALS,
+        data_change: bool = True,
+    ) -> FileSet:
+        """The files of `frame` (cached, sized by `size_bytes`, unless held on the driver; added to
+        `cached` for the caller to release), their `totals`, and their removes (at `now_ms`,
+        `data_change`) and listing, held when few."""
+        local = is_local(frame)
+        frame = persist_sized(frame, size_bytes)
+        cached.append(frame)
+        removes = removes_of(frame, now_ms, data_change)
+        limit = driver_file_actions(frame.sparkSession)
+        # One aggregate first (when not held already): many files are never collected.
+        values = None if local else totals_of(frame, totals)
+        held = None
+        if limit > 0 and (values is None or int(values["files"]) <= limit):
+            rows = (
+                rendered_removes(frame.withColumn("remove", remove_of(now_ms, data_change)))
+                .select(
+                    "line",
+                    "path",
+                    F.col("deletionVector").isNotNull().alias("hasDv"),
+                    F.col("deletionVector.cardinality").alias("deleted"),
+                    "deletionVector",
+                    "size",
+                    *[_input(t, i) for i, t in enumerate(totals)],
+                )
+                .limit(limit + 1)
+                .collect()
+            )
+            held = rows if len(rows) <= limit else None
+        if values is None:
+            values = _held_totals(held, totals) if held is not None else totals_of(frame, totals)
+        return cls(frame, values, removes, held)
+
+    @classmethod
+    def among(
+        cls, files: DataFrame, touched: DataFrame, now_ms: int, cached: list[Any], size_bytes: int | None
+    ) -> FileSet:
+        """The rows of `files` whose `path` is one of `touched`'s `__touched` (each once), with, when
+        `touched` has a `__matched` count per file, their sum as the total `matched`. Files held on
+        the driver stay there: the few touched paths are collected and picked out of them, so
+        that the set is held too (no job lists, totals or removes it)."""
+        spark = files.sparkSession
+        counted = "__matched" in touched.columns
+        if is_local(files):
+            rows = touched.collect()
+            if len(rows) <= driver_file_actions(spark):
+                picked = files.where(sql_in("path", [r["__touched"] for r in rows]))
+                chosen = cls.of(picked, now_ms, cached, size_bytes)
+                if counted:
+                    chosen.totals["matched"] = sum(int(r["__matched"]) for r in rows)
+                return chosen
+            columns = {"__touched": [r["__touched"] for r in rows]}
+            if counted:
+                columns["__matched"] = [int(r["__matched"]) for r in rows]
+            touched = local_frame(spark, columns, _COUNTS if counted else _PATHS)
+        joined = files.join(touched, files["path"] == touched["__touched"]).drop("__touched")
+        totals = (*FILE_TOTALS, Total("matched", "sum", "__matched")) if counted else FILE_TOTALS
+        return cls.of(joined, now_ms, cached, size_bytes, totals)
+
+    def count(self, name: str) -> int:
+        """A total as a number (0 for a sum of nothing)."""
+        return int(self.totals[name] or 0)
+
+    @property
+    def listed(self) -> list[Row] | None:
+        """What `read_files` collects of these files, when held (pass as its `listed`)."""
+        return self.held
+
+    def remove_from(self, txn: Transaction) -> None:
+        """Their `remove` actions added to `txn`: the lines held, or the frame's rows."""
+        lines = [r["line"] for r in self.held] if self.held is not None else None
+        txn.removeFiles(self.removes, self.count("files"), lines)
