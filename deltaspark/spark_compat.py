@@ -90,6 +90,8 @@ def conf_get(spark: SparkSession, key: str, default: str) -> str:
 
 
 _LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+_LISTING_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+_DRIVER_LISTED_LOCAL_FILES = 10_000
 
 
 _READER_METHODS = ("parquet", "json", "text", "load")  # DataFrameReader methods taking many paths
@@ -113,17 +115,16 @@ def read_paths(spark: SparkSession, reader: Any, fmt: str, paths: list[str]) -> 
     jvm = spark._jvm
     split = jvm.java.util.regex.Pattern.compile("\\x00").split("\0".join(paths))  # a String[]
     tasks = max(1, min(10_000, spark.sparkContext.defaultParallelism * 4))
-    previous = spark.conf.get(_LISTING_PARALLELISM, None)
-    spark.conf.set(_LISTING_PARALLELISM, str(tasks))
-    try:
+    # Files on a local disk are listed on the driver: a few thousand `stat`s cost less than a job.
+    local = len(paths) <= _DRIVER_LISTED_LOCAL_FILES and all(p.startswith(("file:", "/")) for p in paths)
+    threshold = str(len(paths)) if local else None
+    with (
+        _unless_set(spark, _LISTING_THRESHOLD, threshold),
+        _unless_set(spark, _LISTING_PARALLELISM, str(tasks)),
+    ):
         if fmt in _READER_METHODS:
             return reader._df(getattr(reader._jreader, fmt)(split))  # the Java varargs overload
         return reader._df(reader._jreader.format(fmt).load(split))
-    finally:
-        if previous is None:
-            spark.conf.unset(_LISTING_PARALLELISM)
-        else:
-            spark.conf.set(_LISTING_PARALLELISM, previous)
 
 
 # What deltaspark's executor code (deletion vectors, the distributed reader) imports in Spark's

@@ -61,9 +61,9 @@ from deltaspark.log.json_checksum import checksum_of
 from deltaspark.log.last_checkpoint import LAST_CHECKPOINT_NAME
 from deltaspark.log.listing import list_log_files, read_last_checkpoint
 from deltaspark.log.reconciliation import JOIN_KEY, file_key
-from deltaspark.log.replay import count_actions_bound
+from deltaspark.log.replay import CORRUPT_LINE, count_actions_bound
 from deltaspark.log.segment import complete_checkpoints
-from deltaspark.spark_compat import is_connect, micros_timestamps
+from deltaspark.spark_compat import is_connect, is_local, micros_timestamps
 from deltaspark.spark_errors import eager
 from deltaspark.storage import FileStatus, Storage, join_path
 
@@ -92,6 +92,8 @@ _ZSTD_LEVEL_OPTION = "parquet.compression.codec.zstd.level"
 CHECKPOINT_ZSTD_LEVEL = 1
 
 _PART_NAME = re.compile(r"^part-(\d+)-.*\.(parquet|json)$")
+# Written files up to this size in all are read back on the driver to check what they hold.
+DRIVER_READ_BACK_BYTES = 8 * 1024 * 1024
 _STATS_JSON_OPTIONS = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX", "timeZone": "UTC"}
 
 
@@ -303,9 +305,10 @@ def _size(snapshot: Snapshot) -> dict[str, int]:
     in the segment's files are counted instead, without parsing any (`count_actions_bound`).
     """
     if snapshot._driver_replayed_rows is not None:
-        row = _checkpointed_rows(snapshot).agg(*_file_action_counts()).first()
-        exact = int(row["add"]) + int(row["remove"]) if row else 0
-        return {"file_actions": exact, "txn": 1, "domainMetadata": 1}  # small: no need to bound
+        # held on the driver: counted there, as are the txn and domain lines of a log read there
+        exact = len(_checkpointed_rows(snapshot).select("is_add").collect())
+        small = {kind: _held_count(snapshot, kind) for kind in ("txn", "domainMetadata")}
+        return {"file_actions": exact, **small}
     segment = snapshot.segment
     files: list[Any] = list(segment.tail_files)
     if segment.checkpoint is not None:
@@ -313,6 +316,15 @@ def _size(snapshot: Snapshot) -> dict[str, int]:
     files += snapshot._sidecars or []
     bounds = count_actions_bound(snapshot._spark, files, ["txn", "domainMetadata"])
     return {**bounds, "file_actions": bounds["actions"]}
+
+
+def _held_count(snapshot: Snapshot, kind: str) -> int:
+    """How many `kind` actions the segment holds, when its lines are held on the driver (counted
+    without a job); else 1, an upper bound that has the kind replayed."""
+    actions = snapshot.smallActions(kind)
+    if not is_local(actions):
+        return 1
+    return len(actions.where(F.col(kind).isNotNull() | F.col(CORRUPT_LINE)).select(kind).collect())
 
 
 def _observed(live: DataFrame) -> tuple[DataFrame, Observation]:
@@ -372,7 +384,51 @@ class _Written:
 def _written_files(
     spark: SparkSession, storage: Storage, directory: str, fmt: str, kinds: list[str]
 ) -> list[_Written]:
-    """The files Spark wrote to `directory`, in partition order, each with its row counts per kind."""
+    """The files Spark wrote to `directory`, in partition order, each with its row counts per kind
+    (read back on the driver when they are small, else by a Spark job)."""
+    statuses = [s for s in storage.list_dir(directory) or [] if _PART_NAME.match(s.name)]
+    by_name = _counted_on_driver(storage, statuses, fmt, kinds)
+    if by_name is None:
+        by_name = _counted_by_spark(spark, directory, fmt, kinds)
+    written = []
+    for status in statuses:
+        m = _PART_NAME.match(status.name)
+        assert m is not None
+        row = by_name.get(status.name, {"rows": 0})
+        written.append(_Written(status, int(m[1]), {k: int(row.get(k) or 0) for k in ["rows", *kinds]}))
+    return sorted(written, key=lambda w: w.partition)
+
+
+def _counted_on_driver(
+    storage: Storage, statuses: list[FileStatus], fmt: str, kinds: list[str]
+) -> dict[str, dict[str, int]] | None:
+    """Rows and rows holding each kind, per file, read on the driver: the files of a small
+    checkpoint are read faster here than by a job. None when they are big or unreadable here."""
+    if not storage.direct_reads or sum(s.size for s in statuses) > DRIVER_READ_BACK_BYTES:
+        return None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out: dict[str, dict[str, int]] = {}
+    for status in statuses:
+        data = storage.read_bytes(status.path)
+        if data is None:
+            return None
+        if fmt == "parquet":
+            table = pq.read_table(pa.BufferReader(data))
+            present = set(table.column_names)
+            counts = {k: len(table) - table.column(k).null_count for k in kinds if k in present}
+            out[status.name] = {"rows": len(table), **counts}
+        else:
+            lines = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+            counts = {k: sum(1 for d in lines if d.get(k) is not None) for k in kinds}
+            out[status.name] = {"rows": len(lines), **counts}
+    return out
+
+
+def _counted_by_spark(
+    spark: SparkSession, directory: str, fmt: str, kinds: list[str]
+) -> dict[str, dict[str, Any]]:
     reader = spark.read.option("ignoreCorruptFiles", "false").option("ignoreMissingFiles", "false")
     if fmt == "parquet":
         frame = reader.parquet(directory)
@@ -389,15 +445,7 @@ def _written_files(
         )
         .collect()
     )
-    by_name = {r["name"]: r.asDict() for r in counts}
-    written = []
-    for status in storage.list_dir(directory) or []:
-        m = _PART_NAME.match(status.name)
-        if not m:
-            continue
-        row = by_name.get(status.name, {"rows": 0})
-        written.append(_Written(status, int(m[1]), {k: int(row.get(k) or 0) for k in ["rows", *kinds]}))
-    return sorted(written, key=lambda w: w.partition)
+    return {r["name"]: r.asDict() for r in counts}
 
 
 def _total(files: list[_Written], kind: str) -> int:

@@ -68,10 +68,30 @@ def _held_totals(rows: list[Row], totals: tuple[Total, ...]) -> dict[str, Any]:
 
 def totals_of(frame: DataFrame, totals: tuple[Total, ...]) -> dict[str, Any]:
     """`totals` of `frame`'s rows: one aggregate, or, for rows held on the driver, no job."""
+    return totals_and_rows(frame, totals, [], False, 0)[0]
+
+
+def totals_and_rows(
+    frame: DataFrame, totals: tuple[Total, ...], columns: list[Any], few: bool, limit: int
+) -> tuple[dict[str, Any], list[Row] | None]:
+    """`totals` of `frame`'s rows, and the rows themselves (`columns` and the totals' inputs) when
+    there are at most `limit` of them. Rows held on the driver are collected (no job). Otherwise,
+    when `few` says they should be few, they are collected first (at most `limit` + 1: one job,
+    and an aggregate only if they were more); else one aggregate comes first - whose first total
+    must count the rows - and the rows are collected only if it shows they are few."""
+    inputs = [*columns, *[_input(t, i) for i, t in enumerate(totals)]]
     if is_local(frame):
-        return _held_totals(frame.select(*[_input(t, i) for i, t in enumerate(totals)]).collect(), totals)
+        rows = frame.select(*inputs).collect()
+        return _held_totals(rows, totals), rows if len(rows) <= limit else None
+    if few and limit > 0:
+        rows = frame.select(*inputs).limit(limit + 1).collect()
+        if len(rows) <= limit:
+            return _held_totals(rows, totals), rows
     row = frame.agg(*[t.aggregate().alias(t.name) for t in totals]).first()
-    return {t.name: row[t.name] for t in totals}
+    values = {t.name: row[t.name] for t in totals}
+    if few or limit <= 0 or int(values[totals[0].name] or 0) > limit:
+        return values, None
+    return values, frame.select(*inputs).collect()
 
 
 _PATHS = StructType([StructField("__touched", StringType())])
@@ -112,32 +132,20 @@ class FileSet:
         """The files of `frame` (cached, sized by `size_bytes`, unless held on the driver; added to
         `cached` for the caller to release), their `totals`, and their removes (at `now_ms`,
         `data_change`) and listing, held when few."""
-        local = is_local(frame)
         frame = persist_sized(frame, size_bytes)
         cached.append(frame)
-        removes = removes_of(frame, now_ms, data_change)
+        listing = [
+            "line",
+            "path",
+            F.col("deletionVector").isNotNull().alias("hasDv"),
+            F.col("deletionVector.cardinality").alias("deleted"),
+            "deletionVector",
+            "size",
+        ]
+        lined = rendered_removes(frame.withColumn("remove", remove_of(now_ms, data_change)))
         limit = driver_file_actions(frame.sparkSession)
-        # One aggregate first (when not held already): many files are never collected.
-        values = None if local else totals_of(frame, totals)
-        held = None
-        if limit > 0 and (values is None or int(values["files"]) <= limit):
-            rows = (
-                rendered_removes(frame.withColumn("remove", remove_of(now_ms, data_change)))
-                .select(
-                    "line",
-                    "path",
-                    F.col("deletionVector").isNotNull().alias("hasDv"),
-                    F.col("deletionVector.cardinality").alias("deleted"),
-                    "deletionVector",
-                    "size",
-                    *[_input(t, i) for i, t in enumerate(totals)],
-                )
-                .limit(limit + 1)
-                .collect()
-            )
-            held = rows if len(rows) <= limit else None
-        if values is None:
-            values = _held_totals(held, totals) if held is not None else totals_of(frame, totals)
+        values, held = totals_and_rows(lined, totals, listing, False, limit)
+        removes = removes_of(frame, now_ms, data_change)
         return cls(frame, values, removes, held)
 
     @classmethod

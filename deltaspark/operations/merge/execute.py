@@ -60,7 +60,7 @@ from deltaspark.operations.delete import (
     write_change_files,
     writes_deletion_vectors,
 )
-from deltaspark.operations.file_set import FileSet
+from deltaspark.operations.file_set import FileSet, Total, totals_and_rows
 from deltaspark.operations.merge.clauses import (
     DELETE,
     INSERT,
@@ -92,7 +92,7 @@ from deltaspark.operations.write import (
 )
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
-from deltaspark.spark_compat import persist_sized, plan_bytes
+from deltaspark.spark_compat import local_frame, persist_sized, plan_bytes
 from deltaspark.storage import Storage
 from deltaspark.transaction.transaction import CommitResult, Transaction
 
@@ -102,6 +102,9 @@ TARGET_ALIAS = "__deltaspark_target"  # the target's alias when the user gave no
 SOURCE_HERE = "__deltaspark_source_present"
 ROW_INDEX = "__deltaspark_row_index"
 PAIR_BYTES = 256  # about the size of a matched pair's row: its file, position, clause and key
+DRIVER_ROWS = 10_000  # target rows a merge of at most this many source rows holds on the driver
+_CHANGED_ROWS = StructType([StructField(FILE_COLUMN, StringType()), StructField(ROW_INDEX, LongType())])
+_TOUCHED = StructType([StructField("__touched", StringType())])
 
 
 @dataclass
@@ -432,66 +435,86 @@ class _Plan:
             narrow = persist_sized(narrow, size, StorageLevel.MEMORY_AND_DISK)
             self.cached.append(narrow)
             self.matched_keys = narrow.where("__matched").select(*[f"__k{i}" for i in range(len(keys))])
-        per_row = persist_sized(
-            narrow.groupBy(FILE_COLUMN, ROW_INDEX).agg(
-                F.count(F.lit(1)).alias("pairs"),
-                F.count(CLAUSE).alias("changes"),
-                F.max(CLAUSE).alias("clause"),
-            ),
-            size,
-            StorageLevel.MEMORY_AND_DISK,
+        changes = F.col("changes")
+        per_row = narrow.groupBy(FILE_COLUMN, ROW_INDEX).agg(
+            F.count(F.lit(1)).alias("pairs"), F.count(CLAUSE).alias("changes"), F.max(CLAUSE).alias("clause")
         )
-        self.cached.append(per_row)
-        changed = F.col("changes") > 0
         kinds = [
             self.indexes[(MATCHED, UPDATE)],
             self.indexes[(NOT_MATCHED_BY_SOURCE, UPDATE)],
             self.indexes[(MATCHED, DELETE)],
             self.indexes[(NOT_MATCHED_BY_SOURCE, DELETE)],
         ]
-        totals = per_row.agg(
-            F.count(F.when(changed, 1)),
-            F.count(F.when(F.col("changes") > 1, 1)),
-            F.max("pairs"),
-            *[F.count(F.when(changed & F.col("clause").isin(k), 1)) if k else F.lit(0) for k in kinds],
-        ).first()
-        if totals[1] and not self.duplicates_allowed:
-            worst = per_row.where(F.col("changes") > 1).select(FILE_COLUMN, ROW_INDEX, "changes").first()
-            at = (F.col(FILE_COLUMN) == worst[0]) & (F.col(ROW_INDEX) == worst[1])
+        per_row = per_row.select(
+            "*",
+            *[
+                F.when((changes > 0) & F.col("clause").isin(k), 1).alias(f"__kind{i}")
+                for i, k in enumerate(kinds)
+                if k
+            ],
+        )
+        counted = (
+            Total("changed", "count", "__changed"),
+            Total("ambiguous", "count", "__ambiguous"),
+            Total("most_pairs", "max", "pairs"),
+            *[Total(f"kind{i}", "count", f"__kind{i}") for i, k in enumerate(kinds) if k],
+        )
+        per_row = per_row.withColumn("__changed", F.when(changes > 0, 1)).withColumn(
+            "__ambiguous", F.when(changes > 1, 1)
+        )
+        # Each changed target row held on the driver when the source is small: its totals, the
+        # files it touches and the rows to mark come from one collect.
+        few = size is not None and self.metrics["numSourceRows"] <= DRIVER_ROWS
+        totals, held = totals_and_rows(
+            per_row, counted, [FILE_COLUMN, ROW_INDEX, "changes"], few, DRIVER_ROWS
+        )
+        if held is None:
+            per_row = persist_sized(per_row, size, StorageLevel.MEMORY_AND_DISK)
+            self.cached.append(per_row)
+            totals, _ = totals_and_rows(per_row, counted, [], False, 0)
+        if totals["ambiguous"] and not self.duplicates_allowed:
+            if held is not None:
+                worst = next(r for r in held if r["changes"] > 1)
+            else:
+                worst = per_row.where(changes > 1).select(FILE_COLUMN, ROW_INDEX, "changes").first()
+            at = (F.col(FILE_COLUMN) == worst[FILE_COLUMN]) & (F.col(ROW_INDEX) == worst[ROW_INDEX])
             key = narrow.where(at).select("key").first()[0]  # a second pass, on this error only
             raise MergeCardinalityError(self.table_path, _key_text(key), int(worst["changes"]))
+        counts = [int(totals.get(f"kind{i}") or 0) for i in range(len(kinds))]
         m = self.metrics
-        m["numTargetRowsMatchedUpdated"], m["numTargetRowsNotMatchedBySourceUpdated"] = (
-            int(totals[3]),
-            int(totals[4]),
-        )
-        m["numTargetRowsMatchedDeleted"], m["numTargetRowsNotMatchedBySourceDeleted"] = (
-            int(totals[5]),
-            int(totals[6]),
-        )
-        m["numTargetRowsUpdated"] = int(totals[3]) + int(totals[4])
-        m["numTargetRowsDeleted"] = int(totals[5]) + int(totals[6])
+        m["numTargetRowsMatchedUpdated"], m["numTargetRowsNotMatchedBySourceUpdated"] = counts[0], counts[1]
+        m["numTargetRowsMatchedDeleted"], m["numTargetRowsNotMatchedBySourceDeleted"] = counts[2], counts[3]
+        m["numTargetRowsUpdated"] = counts[0] + counts[1]
+        m["numTargetRowsDeleted"] = counts[2] + counts[3]
         m["scanTimeMs"] = int(scan_seconds * 1000)
         rewrite_started = time.time()
-        self.multiple = (totals[2] or 0) > 1  # some target row matched more than one source row
-        changed_rows = int(totals[0])
-        touched = self._touched(per_row.where(changed)) if changed_rows else None
+        self.multiple = (totals["most_pairs"] or 0) > 1  # some target row matched more than one source row
+        changed_rows = int(totals["changed"])
+        if held is not None:  # the changed rows, as held on the driver
+            marked = [r for r in held if r["changes"] > 0]
+            rows = {FILE_COLUMN: [r[FILE_COLUMN] for r in marked], ROW_INDEX: [r[ROW_INDEX] for r in marked]}
+            changed_frame = local_frame(self.spark, rows, _CHANGED_ROWS)
+            files = sorted({r[FILE_COLUMN] for r in marked})
+            paths = local_frame(self.spark, {"__touched": files}, _TOUCHED)
+        else:
+            changed_frame = per_row.where(changes > 0).select(FILE_COLUMN, ROW_INDEX)
+            paths = changed_frame.select(F.col(FILE_COLUMN).alias("__touched")).distinct()
+        touched = self._touched(paths) if changed_rows else None
         if touched is None:
             if self.inserts:
                 m["numTargetRowsInserted"] = self._write(self._inserted()).rows
         else:
             if use_dvs and not touched.count("no_stats"):
-                self._merge_on_read(touched, per_row.where(changed))
+                self._merge_on_read(touched, changed_frame)
             else:
                 if use_dvs:  # DVs need each touched file's row count
                     log.info("Rewriting files of %s: some have no numRecords statistic", self.table_path)
                 self._copy_on_write(touched, changed_rows)
         m["rewriteTimeMs"] = int((time.time() - rewrite_started) * 1000)
 
-    def _touched(self, changed_rows: DataFrame) -> FileSet:
-        """The candidate files holding a changed row, with their totals."""
+    def _touched(self, paths: DataFrame) -> FileSet:
+        """The candidate files holding a changed row (their paths: `__touched`), with their totals."""
         assert self.candidates is not None
-        paths = changed_rows.select(F.col(FILE_COLUMN).alias("__touched")).distinct()
         touched = FileSet.among(self.candidates, paths, self.now, self.cached, self.snapshot.stateBytes)
         self.touched_files = touched.frame
         return touched
