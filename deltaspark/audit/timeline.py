@@ -24,15 +24,19 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
-from deltaspark.errors import NonContiguousVersionsError
+from deltaspark.errors import DeltaSparkError, NonContiguousVersionsError
+from deltaspark.log import action_schemas as schemas
 from deltaspark.log import driver_replay
 from deltaspark.log.driver_replay import weighted_bytes
 from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.reconciliation import file_action_rows
 from deltaspark.log.replay import read_json_actions
 from deltaspark.log.segment import build_log_segment, complete_checkpoints
+from deltaspark.log.typed_json import UnclearError
 from deltaspark.snapshot import Snapshot, load_snapshot
+from deltaspark.spark_compat import local_frame
 from deltaspark.storage import Storage
 from deltaspark.transaction.checksum import (
     DELETED_RECORD_BINS,
@@ -46,6 +50,17 @@ from deltaspark.transaction.checksum import (
 log = logging.getLogger(__name__)
 
 _SMALL_KINDS = ["protocol", "metaData", "txn", "domainMetadata", "commitInfo"]
+_HELD_INTERVALS = StructType(
+    [
+        StructField("start", LongType(), False),
+        StructField("is_add", BooleanType(), False),
+        StructField("path_key", StringType(), False),
+        StructField("dv_id", StringType(), False),
+        StructField("add_json", StringType(), True),
+        StructField("remove_json", StringType(), True),
+        StructField("end", LongType(), True),
+    ]
+)
 _NEVER = (1 << 63) - 1  # the end of an interval that is still open
 
 
@@ -197,6 +212,9 @@ class Timeline:
         """One row per file action: `start` (its version), `end` (the version of the next action on the
         same key, null while it is the newest), `is_add`, the key and the action. Within a version a
         `remove` supersedes an `add` of the same key (an empty interval)."""
+        held = self._intervals_on_driver()
+        if held is not None:
+            return held
         order = Window.partitionBy("path_key", "dv_id").orderBy(F.col("version"), F.col("is_add").desc())
         frame = (
             self._events()
@@ -205,6 +223,46 @@ class Timeline:
             .where(F.col("end").isNull() | (F.col("end") > F.col("start")))
         )
         return self._keep(frame)
+
+    def _intervals_on_driver(self) -> DataFrame | None:
+        """`intervals` of a small log, swept on the driver from the actions the driver replay reads
+        (typed exactly as Spark reads them) and held there; None where it cannot be sure to read
+        them as Spark does (Spark then reads them and names what is wrong)."""
+        if not self.small:
+            return None
+        events: list[tuple[int, bool, tuple[str, str], str]] = []
+        base = self.base_snapshot
+        if base is not None:
+            state = base._driver_file_state
+            if state is None:
+                return None
+            events += [(v, is_add, key, action) for key, (v, is_add, action) in state.entries.items()]
+        try:
+            for f in self.commits:
+                for is_add, key, action in driver_replay.file_actions(self._storage, f, self._root, True):
+                    events.append((f.version, is_add, key, action))
+        except (UnclearError, DeltaSparkError):
+            return None
+        events.sort(key=lambda e: (e[2], e[0], not e[1]))  # per key: by version, an add first
+        columns: dict[str, list[Any]] = {name: [] for name in _HELD_INTERVALS.fieldNames()}
+        for i, (version, is_add, key, action) in enumerate(events):
+            following = events[i + 1] if i + 1 < len(events) and events[i + 1][2] == key else None
+            end = following[0] if following is not None else None
+            if end is not None and end <= version:
+                continue  # superseded within its own version
+            add, remove = (action, None) if is_add else (None, action)
+            row = (version, is_add, key[0], key[1], add, remove, end)
+            for name, value in zip(_HELD_INTERVALS.fieldNames(), row, strict=True):
+                columns[name].append(value)
+        return local_frame(self._spark, columns, _HELD_INTERVALS).select(
+            "start",
+            "is_add",
+            "path_key",
+            "dv_id",
+            F.from_json("add_json", schemas.ADD).alias("add"),
+            F.from_json("remove_json", schemas.REMOVE).alias("remove"),
+            "end",
+        )
 
     def overlapping_adds(self) -> list[OverlappingAdds]:
         """Every `add` that starts while another `add` of the same data file (under another

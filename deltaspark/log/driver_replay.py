@@ -210,7 +210,7 @@ def replay(
         for f in files:
             version = checkpoint_version if f.is_checkpoint else f.version
             assert version is not None
-            for is_add, key, action in _file_actions(storage, f, table_root, deletion_vectors):
+            for is_add, key, action in file_actions(storage, f, table_root, deletion_vectors):
                 if f.is_checkpoint:
                     if key in checkpoint_keys:
                         raise UnclearError  # a damaged checkpoint: Spark's replay shows it as written
@@ -221,9 +221,11 @@ def replay(
     return state
 
 
-def _file_actions(
+def file_actions(
     storage: Storage, f: LogFile, root: str, deletion_vectors: bool
 ) -> Iterator[tuple[bool, FileKey, str]]:
+    """`(is_add, key, action JSON)` of each file action of a log file, typed exactly as Spark's
+    replay reads it; `UnclearError` where the driver cannot be sure to (Spark then decides)."""
     if f.file_format == "parquet":
         data = storage.read_bytes(f.path)
         if data is None:
