@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from deltaspark import DeltaTable
 from deltaspark.errors import ConcurrentDeleteReadError, InvalidArgumentError
-from deltaspark.operations.optimize.bins import MAX_FILE_SIZE_CONF, MIN_FILE_SIZE_CONF
+from deltaspark.operations.optimize.bins import MAX_FILE_SIZE_CONF, MIN_FILE_SIZE_CONF, assign_bins
 from deltaspark.operations.optimize.execute import optimize
 from deltaspark.operations.optimize.layout import along_curve, quantile_boundaries, rank_of
 from deltaspark.spark_compat import range_sample
@@ -62,9 +62,10 @@ def _ids_in_file(path: Path, relative: str) -> list[int]:
 
 
 def expected_bins(files: dict[str, dict[str, Any]], max_size: int, min_size: int) -> list[list[str]]:
-    """delta-spark's compaction rules, written out: per partition, candidates (smaller than
-    min_size) smallest first, cut at every max_size bytes of their running total; single-file
-    bins (without a DV) dropped."""
+    """delta-spark's compaction rules (`OptimizeExecutor.groupFilesIntoBins`), written out: per
+    partition, candidates (smaller than min_size) smallest first, each added to the current bin
+    unless it would take the bin above max_size, when it starts a new one; single-file bins
+    (without a DV) dropped."""
     by_partition: dict[Any, list[tuple[int, str]]] = {}
     for path, add in files.items():
         if add["size_bytes"] < min_size:
@@ -72,12 +73,15 @@ def expected_bins(files: dict[str, dict[str, Any]], max_size: int, min_size: int
             by_partition.setdefault(key, []).append((add["size_bytes"], path))
     bins = []
     for candidates in by_partition.values():
-        groups: dict[int, list[str]] = {}
-        before = 0
+        groups: list[list[str]] = [[]]
+        total = 0
         for size, path in sorted(candidates):
-            groups.setdefault(before // max_size, []).append(path)
-            before += size
-        bins.extend(sorted(g) for g in groups.values() if len(g) > 1)
+            if total + size > max_size:
+                groups.append([])
+                total = 0
+            groups[-1].append(path)
+            total += size
+        bins.extend(sorted(g) for g in groups if len(g) > 1)
     return sorted(bins)
 
 
@@ -138,6 +142,66 @@ def test_compaction_bins_files_per_partition_and_changes_no_row(spark, tmp_path)
         again = table.optimize().where("part = 1").executeCompaction().first()["metrics"]
     assert again["numFilesRemoved"] == 0 and again["numFilesAdded"] == 0
     assert _rows_of(path) == rows_before
+    check_table(path)
+
+
+def test_bins_are_packed_as_delta_spark_packs_them():
+    """A file joins the current bin unless it would take it above the maximum: never cut at fixed
+    offsets of the running total (a bin of 4+4+... then 9 would cross 10 by a whole file)."""
+    files = [("p=1", size, f"f{i}", False) for i, size in enumerate([1, 2, 3, 4, 9, 9, 30])]
+    files += [("p=2", 5, "g0", False), ("p=2", 6, "g1", True)]
+    got = [(path, group) for path, group, _, _ in assign_bins(files, 10, curve=False)]
+    # p=1: 1+2+3+4 = 10 fits; 9 alone (9+9 > 10); 9 alone; 30 alone (above the maximum by itself)
+    assert got == [
+        ("f0", 0),
+        ("f1", 0),
+        ("f2", 0),
+        ("f3", 0),
+        ("f4", 1),
+        ("f5", 2),
+        ("f6", 3),
+        ("g0", 0),
+        ("g1", 1),
+    ]
+    counts = {path: (n, dvs) for path, _, n, dvs in assign_bins(files, 10, curve=False)}
+    assert counts["f0"] == (4, 0) and counts["f4"] == (1, 0) and counts["g1"] == (1, 1)
+    curve = {path: group for path, group, _, _ in assign_bins(files, 10, curve=True)}
+    assert set(curve.values()) == {0}  # a curve lays out each partition as one group
+
+
+@pytest.mark.parametrize("on_driver", [True, False], ids=["small-log-on-the-driver", "in-tasks"])
+def test_an_optimized_table_compacts_to_nothing_more(spark, tmp_path, on_driver):
+    """Compaction twice at the same sizes: the second commits nothing (no bin holds more than the
+    maximum, so none is cut again), whether the small log's files are binned on the driver or, with
+    the driver replay off, by Python tasks over each partition's files."""
+    path = tmp_path / "t"
+    schema = "id long, payload string, part int"
+    noise = random.Random(7)  # incompressible payloads: a file's size is its rows', not its footer's
+    for batch in range(7):
+        rows = [(batch * 1000 + i, f"{noise.getrandbits(400):0100x}", i % 2) for i in range(400)]
+        write(spark.createDataFrame(rows, schema).coalesce(1), str(path), partitionBy=["part"])
+    before = _live_files(path)
+    sizes = sorted(a["size_bytes"] for a in before.values())
+    assert 4 * sizes[0] > 3 * sizes[-1] + 1  # files of about one size: three fit in a bin, four do not
+    max_size = 3 * sizes[-1] + 1
+    bins = expected_bins(before, max_size, 1 << 40)
+    assert sorted(len(b) for b in bins) == [3, 3, 3, 3]  # 7 files a partition: 3 + 3 (+ 1 left alone)
+    table = DeltaTable.forPath(spark, str(path))
+    replay = "spark.deltaspark.replay.driverMaxBytes"
+    if not on_driver:
+        spark.conf.set(replay, "0")
+    try:
+        with file_sizes(spark, max_size, 1 << 40):
+            first = table.optimize().executeCompaction().first()["metrics"]
+            version = table.snapshot().version
+            again = table.optimize().executeCompaction().first()["metrics"]
+    finally:
+        spark.conf.unset(replay)
+    removed = sorted(a["remove"]["path"] for a in _actions(path, version) if "remove" in a)
+    assert removed == sorted(p for b in bins for p in b)
+    assert first["numFilesAdded"] == len(bins)
+    assert again["numFilesRemoved"] == 0 and again["numFilesAdded"] == 0
+    assert table.snapshot().version == version  # nothing committed
     check_table(path)
 
 

@@ -1,13 +1,15 @@
 """Which files OPTIMIZE rewrites, and which of them go into one new file (bin-packing).
 
-Everything here is a DataFrame transform over the snapshot's file list, so a table of any number
-of files is planned on the cluster; the driver holds totals only.
+The packing is one Python function (`assign_bins`): the driver runs it over the files of a small
+log (held there already), Python tasks over each partition's files otherwise, so a table of any
+number of files is planned on the cluster and the driver holds totals only.
 
 - Compaction: a file is a candidate when it is smaller than `minFileSize`, or when its deletion
   vector marks more than `maxDeletedRowsRatio` of its rows (delta-spark's rules and settings).
-  Within each partition the candidates, smallest first, are cut into bins at every `maxFileSize`
-  bytes of their running total: a bin holds about `maxFileSize` bytes (at most one candidate more).
-  A bin of one file without a deletion vector would be rewritten as it is: it is left alone.
+  Within each partition the candidates, smallest first, fill a bin until the next one would take
+  it above `maxFileSize`, which then starts the next bin (delta-spark's packing: a bin exceeds
+  `maxFileSize` only when one file does, so an optimized table compacts to nothing more). A bin
+  of one file without a deletion vector would be rewritten as it is: it is left alone.
 - Purge (`REORG ... APPLY (PURGE)`): every file with a deletion vector, alone or binned as above.
 - Z-order: every file of each partition, one group per partition (the rows are then laid out
   along the curve into `maxFileSize` files, see `layout`).
@@ -18,13 +20,14 @@ of files is planned on the cluster; the driver holds totals only.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from deltaspark.errors import InvalidArgumentError
-from deltaspark.spark_compat import conf_get
+from deltaspark.spark_compat import check_python_workers, conf_get, is_local, sql_in
 
 MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
 MIN_FILE_SIZE_CONF = "spark.databricks.delta.optimize.minFileSize"
@@ -67,34 +70,134 @@ def _deleted_ratio() -> Column:
     return F.when(records > 0, F.col("deletionVector.cardinality") / records)
 
 
-def binned_files(files: DataFrame, kind: str, sizes: BinSizes) -> DataFrame:
-    """The files (rows of `snapshot.files()`) that `kind` rewrites, each with its `BIN` (dense,
-    from 0) and its `PARTITION` key."""
+def assign_bins(
+    files: Iterable[tuple[str, int, str, bool]], max_file_size: int, curve: bool
+) -> Iterator[Any]:
+    """delta-spark's bin-packing, over candidates sorted by partition, size and path (`partition,
+    size, path, has_dv`): within a partition, each file joins the current bin unless it would take
+    the bin above `max_file_size`, when it starts the next one (so a bin never exceeds it unless a
+    lone file does, and compacting again changes nothing). A curve's group is the whole partition.
+    Yields `(path, group within its partition, files in the group, files with a DV in it)`."""
+    group: list[tuple[str, bool]] = []
+    key: str | None = None
+    index = size = 0
+    for partition, file_size, path, has_dv in files:
+        if partition != key or (not curve and group and size + file_size > max_file_size):
+            yield from ((p, index, len(group), sum(d for _, d in group)) for p, _ in group)
+            index = 0 if partition != key else index + 1
+            key, group, size = partition, [], 0
+        group.append((path, has_dv))
+        size += file_size
+    yield from ((p, index, len(group), sum(d for _, d in group)) for p, _ in group)
+
+
+def _groups_in_tasks(max_file_size: int, curve: bool):  # noqa: ANN202 - a mapInArrow function
+    """`assign_bins` as a `mapInArrow` body over rows sorted within each task."""
+
+    def groups(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        rows = (
+            (r["partition"], r["size"], r["path"], r["has_dv"])
+            for batch in batches
+            for r in batch.to_pylist()
+        )
+        out: list[tuple[str, int, int, int]] = []
+        for assigned in assign_bins(rows, max_file_size, curve):
+            out.append(assigned)
+            if len(out) >= 65536:
+                yield _group_batch(pa, out)
+                out = []
+        if out:
+            yield _group_batch(pa, out)
+
+    return groups
+
+
+def _group_batch(pa: Any, rows: list[tuple[str, int, int, int]]) -> Any:
+    columns = list(zip(*rows, strict=True))
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(columns[0], pa.string()),
+            pa.array(columns[1], pa.int64()),
+            pa.array(columns[2], pa.int64()),
+            pa.array(columns[3], pa.int64()),
+        ],
+        names=["__path", "__group", "__files", "__dvs"],
+    )
+
+
+def _candidates(files: DataFrame, kind: str, sizes: BinSizes) -> DataFrame:
+    """The files `kind` may rewrite, with their `PARTITION` key."""
     files = files.withColumn(PARTITION, partition_key())
     has_dv = F.col("deletionVector").isNotNull()
     if kind == ZORDER:
-        chosen = files.withColumn("__group", F.lit(0))
-    elif kind == CLUSTER:
-        chosen = files.where(F.col("clusteringProvider").isNull()).withColumn("__group", F.lit(0))
-    else:
-        if kind == PURGE:
-            wanted = has_dv
-        else:
-            wanted = (F.col("size") < sizes.min_file_size) | F.coalesce(
-                has_dv & (_deleted_ratio() > sizes.max_deleted_rows_ratio), F.lit(False)
-            )
-        order = Window.partitionBy(PARTITION).orderBy("size", "path")
-        before = F.coalesce(F.sum("size").over(order.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
-        chosen = files.where(wanted).withColumn("__group", F.floor(before / sizes.max_file_size))
-    group = Window.partitionBy(PARTITION, "__group")
-    chosen = chosen.withColumn("__files", F.count(F.lit(1)).over(group)).withColumn(
-        "__dvs", F.count(F.col("deletionVector")).over(group)
+        return files
+    if kind == CLUSTER:
+        return files.where(F.col("clusteringProvider").isNull())
+    if kind == PURGE:
+        return files.where(has_dv)
+    small = F.col("size") < sizes.min_file_size
+    return files.where(
+        small | F.coalesce(has_dv & (_deleted_ratio() > sizes.max_deleted_rows_ratio), F.lit(False))
     )
-    if kind not in CURVE_KINDS:
-        chosen = chosen.where((F.col("__files") > 1) | (F.col("__dvs") > 0))
+
+
+def binned_files(files: DataFrame, kind: str, sizes: BinSizes) -> DataFrame:
+    """The files (rows of `snapshot.files()`) that `kind` rewrites, each with its `BIN` (dense,
+    from 0, in partition order) and its `PARTITION` key. Files held on the driver (a small log's)
+    are binned there and stay held; others by Python tasks over each partition's files, sorted."""
+    curve = kind in CURVE_KINDS
+    candidates = _candidates(files, kind, sizes)
+    inputs = [
+        F.col(PARTITION).alias("partition"),
+        F.col("size"),
+        F.col("path"),
+        F.col("deletionVector").isNotNull().alias("has_dv"),
+    ]
+    if is_local(candidates):
+        rows = sorted(candidates.select(*inputs).collect(), key=lambda r: (r[0], r[1], r[2]))
+        kept = _kept(assign_bins(rows, sizes.max_file_size, curve), curve, rows)
+        held = _held_bins(candidates, kept)
+        if held is not None:
+            return held
+    check_python_workers(files.sparkSession)
+    assigned = (
+        candidates.select(*inputs)
+        .repartition(F.col("partition"))
+        .sortWithinPartitions("partition", "size", "path")
+        .mapInArrow(
+            _groups_in_tasks(sizes.max_file_size, curve),
+            "__path string, __group long, __files long, __dvs long",
+        )
+    )
+    if not curve:
+        assigned = assigned.where((F.col("__files") > 1) | (F.col("__dvs") > 0))
+    chosen = candidates.join(assigned, candidates["path"] == assigned["__path"]).drop("__path")
     # dense bin numbers: one small window over the bins' keys, joined back
     keys = chosen.select(PARTITION, "__group").distinct()
     numbered = keys.withColumn(
         BIN, (F.row_number().over(Window.orderBy(PARTITION, "__group")) - 1).cast("int")
     )
     return chosen.join(numbered, [PARTITION, "__group"]).drop("__group", "__files", "__dvs")
+
+
+def _kept(assigned: Iterator[Any], curve: bool, rows: list[Any]) -> dict[str, int]:
+    """Each rewritten file's dense bin number (in partition, then group order), from `assign_bins`:
+    a bin of one file without a DV is left alone (its file would be rewritten as it is)."""
+    partition_of = {r[2]: r[0] for r in rows}
+    groups = [(partition_of[p], g, p) for p, g, n, dvs in assigned if curve or n > 1 or dvs > 0]
+    numbers = {key: i for i, key in enumerate(sorted({(part, g) for part, g, _ in groups}))}
+    return {path: numbers[(part, g)] for part, g, path in groups}
+
+
+def _held_bins(candidates: DataFrame, kept: dict[str, int]) -> DataFrame | None:
+    """`candidates` held on the driver, narrowed to `kept` with their bin numbers (one SQL map, so
+    the frame stays held); None when a path cannot be written as a plain SQL literal."""
+    if any("'" in p or "\\" in p for p in kept):
+        return None
+    chosen = candidates.where(sql_in("path", list(kept)))
+    if not kept:
+        return chosen.withColumn(BIN, F.lit(None).cast("int"))
+    pairs = ", ".join(f"'{p}', {b}" for p, b in kept.items())
+    return chosen.withColumn(BIN, F.expr(f"element_at(map({pairs}), path)").cast("int"))

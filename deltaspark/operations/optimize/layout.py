@@ -25,29 +25,63 @@ from pyspark.sql.types import (
     BooleanType,
     DataType,
     DateType,
+    IntegerType,
+    LongType,
     NumericType,
+    StructField,
+    StructType,
     TimestampNTZType,
     TimestampType,
 )
 
 from deltaspark.operations.optimize.bins import BIN
+from deltaspark.spark_compat import local_frame
 
 KEY = "__deltaspark_task_key"
+_KEYS = StructType([StructField(BIN, IntegerType()), StructField(KEY, LongType())])
 CURVE = "__deltaspark_zorder"
 SAMPLE_ROWS = 200_000  # rows sampled to place the quantile boundaries of the Z-order columns
 WIDTH_BUCKETS = 1024  # equal-width buckets a numeric key is first placed in (then its rank looked up)
 
 
+_MASK = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK
+
+
+def _mix(h1: int, k1: int) -> int:
+    k1 = _rotl((k1 * 0xCC9E2D51) & _MASK, 15) * 0x1B873593 & _MASK
+    return (_rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & _MASK
+
+
+def spark_hash_long(value: int, seed: int = 42) -> int:
+    """Spark's `hash()` of a bigint (Murmur3 x86_32, seed 42), as the hash partitioning computes it."""
+    h1 = _mix(_mix(seed, value & _MASK), (value >> 32) & _MASK) ^ 8
+    h1 = ((h1 ^ (h1 >> 16)) * 0x85EBCA6B) & _MASK
+    h1 = ((h1 ^ (h1 >> 13)) * 0xC2B2AE35) & _MASK
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def bin_keys(bins: int) -> dict[int, int]:
+    """For each bin, the smallest key below `bins * 32` that Spark's hash partitioning into `bins`
+    tasks sends to task `bin` (found on the driver: no job)."""
+    keys: dict[int, int] = {}
+    for key in range(bins * 32):
+        keys.setdefault(spark_hash_long(key) % bins, key)
+        if len(keys) == bins:
+            break
+    return keys
+
+
 def one_task_per_bin(rows: DataFrame, bins: int) -> DataFrame:
     """`rows` (with `BIN` in 0..bins-1) repartitioned into `bins` tasks, one bin in each."""
+    keys = bin_keys(bins)
     spark = rows.sparkSession
-    keys = (
-        spark.range(bins * 32)
-        .select(F.col("id").alias(KEY), F.pmod(F.hash("id"), F.lit(bins)).cast("int").alias(BIN))
-        .groupBy(BIN)
-        .agg(F.min(KEY).alias(KEY))
-    )
-    keyed = rows.join(F.broadcast(keys), BIN, "left").withColumn(
+    table = local_frame(spark, {BIN: list(keys), KEY: list(keys.values())}, _KEYS)
+    keyed = rows.join(F.broadcast(table), BIN, "left").withColumn(
         KEY, F.coalesce(F.col(KEY), F.col(BIN).cast("long"))
     )
     return keyed.repartition(bins, KEY).drop(KEY)
