@@ -60,7 +60,7 @@ from deltaspark.operations.delete import (
     write_change_files,
     writes_deletion_vectors,
 )
-from deltaspark.operations.file_set import FileSet, Total, totals_and_rows
+from deltaspark.operations.file_set import FileSet, Total, totals_of
 from deltaspark.operations.merge.clauses import (
     DELETE,
     INSERT,
@@ -92,7 +92,13 @@ from deltaspark.operations.write import (
 )
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
-from deltaspark.spark_compat import local_frame, persist_sized, plan_bytes
+from deltaspark.spark_compat import (
+    is_local,
+    local_frame,
+    persist_sized,
+    plan_bytes,
+    spark_version,
+)
 from deltaspark.storage import Storage
 from deltaspark.transaction.transaction import CommitResult, Transaction
 
@@ -102,7 +108,8 @@ TARGET_ALIAS = "__deltaspark_target"  # the target's alias when the user gave no
 SOURCE_HERE = "__deltaspark_source_present"
 ROW_INDEX = "__deltaspark_row_index"
 PAIR_BYTES = 256  # about the size of a matched pair's row: its file, position, clause and key
-DRIVER_ROWS = 10_000  # target rows a merge of at most this many source rows holds on the driver
+DRIVER_ROWS = 10_000  # source rows (and then changed target rows) a merge holds on the driver
+DRIVER_SOURCE_BYTES = 8 * 1024 * 1024  # Spark's estimate of a source the driver may hold
 _CHANGED_ROWS = StructType([StructField(FILE_COLUMN, StringType()), StructField(ROW_INDEX, LongType())])
 _TOUCHED = StructType([StructField("__touched", StringType())])
 
@@ -260,16 +267,15 @@ class _Plan:
     def run(self) -> MergeOutcome:
         started = time.time()
         columns = list(self.user_source.columns)
-        self.source = persist_sized(
-            self.user_source.select(
-                "*",
-                F.lit(True).alias(SOURCE_HERE),
-                F.struct(*[F.col(quote(c)) for c in columns]).alias(SOURCE_ROW),
-            ),
-            plan_bytes(self.user_source),
-            StorageLevel.MEMORY_AND_DISK,
+        self.source = self._held_source() or persist_sized(
+            self.user_source, plan_bytes(self.user_source), StorageLevel.MEMORY_AND_DISK
         )
         self.cached.append(self.source)
+        self.source = self.source.select(
+            "*",
+            F.lit(True).alias(SOURCE_HERE),
+            F.struct(*[F.col(quote(c)) for c in columns]).alias(SOURCE_ROW),
+        )
         self.source_types = {
             c.lower(): (c, t)
             for c, t in zip(columns, [f.dataType for f in self.user_source.schema.fields], strict=True)
@@ -279,9 +285,12 @@ class _Plan:
         # the source rows with a match are found from the matched pairs' keys (no second join)
         self.keyed = parts.keys_decide_matches()
         ranged = [] if self.by_source else self.pairs
-        bounds = self.source.agg(
-            F.count(F.lit(1)), *[f(p.source) for p in ranged for f in (F.min, F.max)]
-        ).first()
+        # (a held source in one partition: the aggregate needs no exchange)
+        bounds = (
+            (self.source.coalesce(1) if is_local(self.source) else self.source)
+            .agg(F.count(F.lit(1)), *[f(p.source) for p in ranged for f in (F.min, F.max)])
+            .first()
+        )
         self.metrics["numSourceRows"] = int(bounds[0])
         ranges = [(bounds[1 + 2 * i], bounds[2 + 2 * i]) for i in range(len(ranged))]
         candidates = self._candidates(parts, ranges, int(bounds[0]))
@@ -292,6 +301,29 @@ class _Plan:
         else:
             self._change(time.time() - started)
         return self._commit()
+
+    def _held_source(self) -> DataFrame | None:
+        """A small source held on the driver (Spark 4: a local relation made from its Arrow
+        batches, nested types included), so that every join with it broadcasts without a job;
+        None when it is not small (Spark's estimate above `DRIVER_SOURCE_BYTES`, or more than
+        `DRIVER_ROWS` rows), or on Spark 3.5 and Connect. Read once either way: a
+        non-deterministic source gives every pass the same rows."""
+        source, spark = self.user_source, self.spark
+        size = plan_bytes(source)
+        if spark_version(spark) < (4, 0) or size is None or size > DRIVER_SOURCE_BYTES:
+            return None
+        qualifier = _single_qualifier(source)
+        if qualifier is None:
+            return None
+        try:
+            table = source.limit(DRIVER_ROWS + 1).toArrow()
+            if table.num_rows > DRIVER_ROWS:
+                return None
+            held = spark.createDataFrame(table, schema=source.schema)
+        except Exception as exc:  # noqa: BLE001 - a type Arrow does not carry: cached instead
+            log.info("Merge source of %s not held on the driver: %s", self.table_path, exc)
+            return None
+        return held.alias(qualifier) if qualifier else held
 
     def _candidates(
         self, parts: ConditionParts, ranges: list[tuple[Any, Any]], source_rows: int
@@ -431,47 +463,48 @@ class _Plan:
         )
         # a pair per matched source row (and, by source, the target rows those clauses change)
         size = None if self.by_source else self.metrics["numSourceRows"] * PAIR_BYTES
-        if self.keyed and self.inserts:
-            narrow = persist_sized(narrow, size, StorageLevel.MEMORY_AND_DISK)
-            self.cached.append(narrow)
-            self.matched_keys = narrow.where("__matched").select(*[f"__k{i}" for i in range(len(keys))])
-        changes = F.col("changes")
-        per_row = narrow.groupBy(FILE_COLUMN, ROW_INDEX).agg(
-            F.count(F.lit(1)).alias("pairs"), F.count(CLAUSE).alias("changes"), F.max(CLAUSE).alias("clause")
-        )
         kinds = [
             self.indexes[(MATCHED, UPDATE)],
             self.indexes[(NOT_MATCHED_BY_SOURCE, UPDATE)],
             self.indexes[(MATCHED, DELETE)],
             self.indexes[(NOT_MATCHED_BY_SOURCE, DELETE)],
         ]
-        per_row = per_row.select(
-            "*",
-            *[
-                F.when((changes > 0) & F.col("clause").isin(k), 1).alias(f"__kind{i}")
-                for i, k in enumerate(kinds)
-                if k
-            ],
-        )
-        counted = (
-            Total("changed", "count", "__changed"),
-            Total("ambiguous", "count", "__ambiguous"),
-            Total("most_pairs", "max", "pairs"),
-            *[Total(f"kind{i}", "count", f"__kind{i}") for i, k in enumerate(kinds) if k],
-        )
-        per_row = per_row.withColumn("__changed", F.when(changes > 0, 1)).withColumn(
-            "__ambiguous", F.when(changes > 1, 1)
-        )
-        # Each changed target row held on the driver when the source is small: its totals, the
-        # files it touches and the rows to mark come from one collect.
+        changes = F.col("changes")
+        # A small source's pairs held on the driver: the changed rows, their totals, the files
+        # they touch and the matched keys all come from one collect, with no cache.
         few = size is not None and self.metrics["numSourceRows"] <= DRIVER_ROWS
-        totals, held = totals_and_rows(
-            per_row, counted, [FILE_COLUMN, ROW_INDEX, "changes"], few, DRIVER_ROWS
-        )
-        if held is None:
+        held_pairs = self._held_pairs(narrow, len(keys)) if few else None
+        if held_pairs is not None:
+            totals, held = held_pairs
+            per_row = None
+        else:
+            if self.keyed and self.inserts:
+                narrow = persist_sized(narrow, size, StorageLevel.MEMORY_AND_DISK)
+                self.cached.append(narrow)
+                self.matched_keys = narrow.where("__matched").select(*[f"__k{i}" for i in range(len(keys))])
+            per_row = narrow.groupBy(FILE_COLUMN, ROW_INDEX).agg(
+                F.count(F.lit(1)).alias("pairs"),
+                F.count(CLAUSE).alias("changes"),
+                F.max(CLAUSE).alias("clause"),
+            )
+            per_row = per_row.select(
+                "*",
+                F.when(changes > 0, 1).alias("__changed"),
+                F.when(changes > 1, 1).alias("__ambiguous"),
+                *[
+                    F.when((changes > 0) & F.col("clause").isin(k), 1).alias(f"__kind{i}")
+                    for i, k in enumerate(kinds)
+                ],
+            )
             per_row = persist_sized(per_row, size, StorageLevel.MEMORY_AND_DISK)
             self.cached.append(per_row)
-            totals, _ = totals_and_rows(per_row, counted, [], False, 0)
+            counted = (
+                Total("changed", "count", "__changed"),
+                Total("ambiguous", "count", "__ambiguous"),
+                Total("most_pairs", "max", "pairs"),
+                *[Total(f"kind{i}", "count", f"__kind{i}") for i in range(len(kinds))],
+            )
+            totals, held = totals_of(per_row, counted), None
         if totals["ambiguous"] and not self.duplicates_allowed:
             if held is not None:
                 worst = next(r for r in held if r["changes"] > 1)
@@ -511,6 +544,61 @@ class _Plan:
                     log.info("Rewriting files of %s: some have no numRecords statistic", self.table_path)
                 self._copy_on_write(touched, changed_rows)
         m["rewriteTimeMs"] = int((time.time() - rewrite_started) * 1000)
+
+    def _held_pairs(self, narrow: DataFrame, keys: int) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """The matched pairs and changed target rows of `narrow`, held on the driver when at most
+        `DRIVER_ROWS`: each target row's pairs, changes and (last) clause, their totals (as the
+        distributed route aggregates them), and the matched source keys as a held frame when the
+        inserts need them. None when they are more, or a key cannot be held (then: Spark)."""
+        names = [f"__k{i}" for i in range(keys)]
+        rows = (
+            narrow.select(FILE_COLUMN, ROW_INDEX, CLAUSE, "__matched", *names)
+            .limit(DRIVER_ROWS + 1)
+            .collect()
+        )
+        if len(rows) > DRIVER_ROWS:
+            return None
+        if self.keyed and self.inserts:
+            matched = [r for r in rows if r["__matched"]]
+            try:
+                self.matched_keys = local_frame(
+                    self.spark,
+                    {name: [r[name] for r in matched] for name in names},
+                    StructType([narrow.schema[name] for name in names]),
+                )
+            except Exception:  # noqa: BLE001 - a key type the driver cannot hold: Spark's route
+                return None
+        per: dict[tuple[str, int], dict[str, Any]] = {}
+        for r in rows:
+            row = per.setdefault(
+                (r[FILE_COLUMN], r[ROW_INDEX]),
+                {
+                    FILE_COLUMN: r[FILE_COLUMN],
+                    ROW_INDEX: r[ROW_INDEX],
+                    "pairs": 0,
+                    "changes": 0,
+                    "clause": None,
+                },
+            )
+            row["pairs"] += 1
+            if r[CLAUSE] is not None:
+                row["changes"] += 1
+                row["clause"] = r[CLAUSE] if row["clause"] is None else max(row["clause"], r[CLAUSE])
+        held = list(per.values())
+        changed = [r for r in held if r["changes"] > 0]
+        kinds = [
+            self.indexes[(MATCHED, UPDATE)],
+            self.indexes[(NOT_MATCHED_BY_SOURCE, UPDATE)],
+            self.indexes[(MATCHED, DELETE)],
+            self.indexes[(NOT_MATCHED_BY_SOURCE, DELETE)],
+        ]
+        totals: dict[str, Any] = {
+            "changed": len(changed),
+            "ambiguous": sum(1 for r in held if r["changes"] > 1),
+            "most_pairs": max((r["pairs"] for r in held), default=None),
+            **{f"kind{i}": sum(1 for r in changed if r["clause"] in k) for i, k in enumerate(kinds)},
+        }
+        return totals, held
 
     def _touched(self, paths: DataFrame) -> FileSet:
         """The candidate files holding a changed row (their paths: `__touched`), with their totals."""
@@ -734,6 +822,25 @@ class _Plan:
             ],
         }
         return MergeOutcome(self.txn.commit("MERGE", parameters, m), m)
+
+
+def _single_qualifier(frame: DataFrame) -> str | None:
+    """The one name the columns of `frame` are qualified by (`df.alias("s")`: "s"; none: ""), so
+    that a copy of its rows can be given it back; None when they have several or a multi-part one."""
+    try:
+        output = frame._jdf.queryExecution().analyzed().output()
+        names = {
+            tuple(str(output.apply(i).qualifier().mkString("\u0000")).split("\u0000"))
+            for i in range(output.size())
+        }
+    except Exception:  # noqa: BLE001 - a plan of another shape: keep the frame as it is
+        return None
+    if len(names) != 1:
+        return None
+    (parts,) = names
+    if parts == ("",):
+        return ""
+    return parts[0] if len(parts) == 1 else None
 
 
 def _check_boolean(probe: DataFrame, condition: Column, what: str) -> None:
