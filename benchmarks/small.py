@@ -378,21 +378,30 @@ def _table(report: dict[str, Any]) -> str:
         first, warm = ours["passes"][0], _warm(ours["passes"])
         floor_warm = _warm(floor["passes"]) if floor.get("status") == "ok" else {}
         lines.append(f"\n{session} (session start {ours['session_start']} s, Spark {ours['spark']})")
+        floor_first = floor["passes"][0] if floor.get("status") == "ok" else {}
         lines.append(
             f"{'operation':12s} {'warm s':>8s} {'1st s':>8s} {'jobs':>5s} {'tasks':>6s} {'floor s':>8s} "
-            f"{'ratio':>6s} {'delta-rs s':>10s}"
+            f"{'ratio':>6s} {'floor 1st':>9s} {'delta-rs s':>10s}"
         )
         for name in OPERATIONS:
             w, f = warm[name], first[name]
             base = floor_warm.get(name, {}).get("seconds")
             ratio = f"{w['seconds'] / base:.1f}x" if base else "-"
             r = rs.get(name, {}).get("seconds")
+            cold = floor_first.get(name, {}).get("seconds")
             lines.append(
                 f"{name:12s} {w['seconds']:8.2f} {f['seconds']:8.2f} {w['jobs']:5d} {w['tasks']:6d} "
-                f"{base if base is not None else '-':>8} {ratio:>6s} {r if r is not None else '-':>10}"
+                f"{base if base is not None else '-':>8} {ratio:>6s} {cold if cold is not None else '-':>9} "
+                f"{r if r is not None else '-':>10}"
             )
-        total = sum(warm[n]["seconds"] for n in OPERATIONS)
-        lines.append(f"{'all':12s} {total:8.2f} {sum(first[n]['seconds'] for n in OPERATIONS):8.2f}")
+
+        def total(figures: dict[str, Any]) -> str:
+            return f"{sum(figures[n]['seconds'] for n in OPERATIONS):8.2f}" if figures else "-"
+
+        lines.append(
+            f"{'all':12s} {total(warm)} {total(first)} {'':5s} {'':6s} {total(floor_warm)} {'':6s} "
+            f"{total(floor_first):>9s}"
+        )
     return "\n".join(lines)
 
 

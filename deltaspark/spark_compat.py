@@ -204,6 +204,28 @@ def local_frame(spark: SparkSession, columns: dict[str, list[Any]], schema: Any)
     return spark._create_from_pandas_with_arrow(table.to_pandas(), schema, timezone)  # type: ignore[attr-defined]
 
 
+def map_in_arrow(frame: Any, body: Any, schema: str) -> Any:
+    """`frame.mapInArrow(body, schema)`. Where `frame`'s rows are held on the driver (`is_local`:
+    a small table's), `body` runs there on them - the same function, without a Python worker or a
+    job - and its rows are held too. `frame` and `schema` have flat columns only."""
+    if not is_local(frame):
+        check_python_workers(frame.sparkSession)
+        return frame.mapInArrow(body, schema)
+    import pyarrow as pa
+    from pyspark.sql.types import _parse_datatype_string
+
+    spark, given = frame.sparkSession, frame.schema
+    rows = frame.collect()
+    table = pa.Table.from_pydict(
+        {f.name: [r[f.name] for r in rows] for f in given.fields}, schema=arrow_schema(given)
+    )
+    batches = [b for b in body(iter(table.to_batches())) if b.num_rows]
+    wanted = _parse_datatype_string(schema)
+    produced = pa.Table.from_batches(batches) if batches else None
+    columns = {f.name: produced.column(f.name).to_pylist() if produced else [] for f in wanted.fields}
+    return local_frame(spark, columns, wanted)
+
+
 _TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"
 _timestamp_lock = threading.Lock()
 _timestamp_users: dict[int, tuple[int, str | None]] = {}  # id(spark) -> (writers, previous value)

@@ -27,7 +27,7 @@ from deltaspark.features.type_widening import TYPE_CHANGES_KEY
 from deltaspark.log.files import LogFileKind
 from deltaspark.log.paths import canonical_path
 from deltaspark.log.replay import read_json_actions
-from deltaspark.spark_compat import check_python_workers
+from deltaspark.spark_compat import map_in_arrow
 
 cloudpickle.register_pickle_by_value(file_tasks)
 
@@ -61,8 +61,7 @@ def _missing_or_resized(ctx: AuditContext, files: DataFrame, check: str, what: s
         F.col("_l_size"),
     )
     unlisted = joined.where(F.col("_l_path").isNull()).select("path", "size", "version")
-    check_python_workers(ctx.spark)
-    looked_up = unlisted.mapInArrow(file_tasks.stat_batches(check, what), FINDINGS_SCHEMA)
+    looked_up = map_in_arrow(unlisted, file_tasks.stat_batches(check, what), FINDINGS_SCHEMA)
     return resized.unionByName(looked_up)
 
 
@@ -89,8 +88,7 @@ def deletion_vectors(ctx: AuditContext) -> DataFrame:
             dv.getField("cardinality").alias("cardinality"),
         )
     )
-    check_python_workers(ctx.spark)
-    return rows.mapInArrow(file_tasks.dv_batches(ctx.root), FINDINGS_SCHEMA)
+    return map_in_arrow(rows, file_tasks.dv_batches(ctx.root), FINDINGS_SCHEMA)
 
 
 def _type_plan(data_type: DataType, mode: str, widened: bool) -> dict[str, Any]:
@@ -130,8 +128,7 @@ def footers(ctx: AuditContext) -> DataFrame:
     fields = [f for f in drop_void_fields(snapshot.schema).fields if f.name.lower() not in partitions]
     plans = [_field_plan(f, snapshot.columnMappingMode) for f in fields]
     rows = live_files(ctx).select("path", "version", "numRecords")
-    check_python_workers(ctx.spark)
-    return rows.mapInArrow(file_tasks.footer_batches(plans), FINDINGS_SCHEMA)
+    return map_in_arrow(rows, file_tasks.footer_batches(plans), FINDINGS_SCHEMA)
 
 
 def _leaves(data_type: DataType, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
