@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -224,6 +224,68 @@ def map_in_arrow(frame: Any, body: Any, schema: str) -> Any:
     produced = pa.Table.from_batches(batches) if batches else None
     columns = {f.name: produced.column(f.name).to_pylist() if produced else [] for f in wanted.fields}
     return local_frame(spark, columns, wanted)
+
+
+def held_frame(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: Any) -> Any:
+    """A DataFrame of `rows` (tuples in `schema`'s field order; a DDL string or a StructType) held
+    on the driver as a local relation: reading it runs no job and starts no Python worker, where
+    `spark.createDataFrame(rows)` makes Python rows that a Python worker unpickles when they are
+    first read (a second or more to start one in a new session). Nested columns need Spark 4's
+    Arrow route; elsewhere (Spark 3.5, Connect) such rows go through `createDataFrame`."""
+    from pyspark.sql.types import ArrayType, MapType, StructType, _parse_datatype_string
+
+    struct = schema if isinstance(schema, StructType) else _parse_datatype_string(schema)
+    if is_connect(spark):
+        return spark.createDataFrame(list(rows), struct)
+    nested = any(isinstance(f.dataType, (StructType, ArrayType, MapType)) for f in struct.fields)
+    if not nested:
+        return local_frame(spark, {f.name: [r[i] for r in rows] for i, f in enumerate(struct.fields)}, struct)
+    if spark_version(spark) < (4, 0):
+        return spark.createDataFrame(list(rows), struct)
+    import pyarrow as pa
+
+    values = [{f.name: _arrow_value(r[i], f.dataType) for i, f in enumerate(struct.fields)} for r in rows]
+    return spark.createDataFrame(pa.Table.from_pylist(values, schema=arrow_schema(struct)), schema=struct)
+
+
+def held_left_join(left: Any, right: Any, left_key: str, right_key: str) -> Any | None:
+    """`left.join(right, left[left_key] == right[right_key], "left")` of two frames held on the
+    driver (flat columns, distinct names), joined there and held: a join of two small local
+    relations otherwise costs a broadcast job. None when either is not held (Spark joins them)."""
+    if not (is_local(left) and is_local(right)):
+        return None
+    by_key: dict[Any, list[Any]] = {}
+    for row in right.collect():
+        if row[right_key] is not None:  # a null key matches nothing
+            by_key.setdefault(row[right_key], []).append(row)
+    missing = (None,) * len(right.columns)
+    rows = [
+        (*row, *match)
+        for row in left.collect()
+        for match in (by_key.get(row[left_key]) if row[left_key] is not None else None) or [missing]
+    ]
+    schema = left.schema
+    for field in right.schema.fields:
+        schema = schema.add(field.name, field.dataType, True)
+    return held_frame(left.sparkSession, rows, schema)
+
+
+def _arrow_value(value: Any, data_type: Any) -> Any:
+    """A Python value (tuples and Rows for structs) as pyarrow takes it for `data_type`."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if value is None:
+        return None
+    if isinstance(data_type, StructType):
+        items = value.asDict() if hasattr(value, "asDict") else value
+        if not isinstance(items, dict):
+            items = dict(zip(data_type.fieldNames(), items, strict=True))
+        return {f.name: _arrow_value(items.get(f.name), f.dataType) for f in data_type.fields}
+    if isinstance(data_type, ArrayType):
+        return [_arrow_value(v, data_type.elementType) for v in value]
+    if isinstance(data_type, MapType):
+        return [(k, _arrow_value(v, data_type.valueType)) for k, v in dict(value).items()]
+    return value
 
 
 _TIMESTAMP_CONF = "spark.sql.parquet.outputTimestampType"

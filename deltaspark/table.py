@@ -68,6 +68,7 @@ from deltaspark.operations.write import write as write_rows
 from deltaspark.read.change_data_feed import read_changes
 from deltaspark.read.table_detail import detail_frame
 from deltaspark.snapshot import USE_COMPACTIONS_CONF, Snapshot, load_version
+from deltaspark.spark_compat import held_frame
 from deltaspark.spark_errors import eager
 from deltaspark.storage import Storage, storage_for
 from deltaspark.transaction.transaction import CommitResult
@@ -261,7 +262,8 @@ class DeltaTable:
             int(m["numTargetRowsDeleted"]),
             int(m["numTargetRowsInserted"]),
         )
-        return self._spark.createDataFrame(
+        return held_frame(
+            self._spark,
             [(updated + deleted + inserted, updated, deleted, inserted)],
             "num_affected_rows long, num_updated_rows long, num_deleted_rows long, num_inserted_rows long",
         )
@@ -501,7 +503,7 @@ class DeltaTable:
             self._spark, self._storage, self._path, self.snapshot(), builder.condition, kind, columns
         )
         self._after_commit(outcome.commit)
-        return self._spark.createDataFrame([(self._path, outcome.metrics)], METRICS_SCHEMA)
+        return held_frame(self._spark, [(self._path, outcome.metrics)], METRICS_SCHEMA)
 
     @eager
     def clusterBy(self, *colNames: str) -> CommitResult | None:
@@ -598,7 +600,7 @@ class DeltaTable:
             "restoredFilesSize",
         )
         columns = ", ".join(f"{_snake(n)} long" for n in names)
-        return self._spark.createDataFrame([tuple(int(m[n]) for n in names)], columns)
+        return held_frame(self._spark, [tuple(int(m[n]) for n in names)], columns)
 
     def _repr_html_(self) -> str:
         """The latest version's key facts as an HTML table (notebooks)."""

@@ -17,6 +17,7 @@ from deltaspark.log.files import LogFileKind
 from deltaspark.log.history import history_frame
 from deltaspark.log.listing import list_log_files, log_dir_of, table_root_from
 from deltaspark.snapshot import Snapshot, load_version
+from deltaspark.spark_compat import held_frame
 from deltaspark.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -138,8 +139,10 @@ def _frames(ctx: AuditContext) -> dict[str, DataFrame]:
     `partitions` (files, bytes, rows and deleted rows per partition) and `commits` (each retained
     commit's time, operation and size, and the log's size as it grew)."""
     commits = sorted(ctx.files_of(LogFileKind.COMMIT), key=lambda f: f.version)
-    commit_rows = ctx.spark.createDataFrame(
-        [(f.version, f.size, f.modification_time) for f in commits], "version long, bytes long, fileTime long"
+    commit_rows = held_frame(
+        ctx.spark,
+        [(f.version, f.size, f.modification_time) for f in commits],
+        "version long, bytes long, fileTime long",
     )
     upto = Window.orderBy("version").rowsBetween(Window.unboundedPreceding, 0)
     frames: dict[str, DataFrame] = {}

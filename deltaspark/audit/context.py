@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from deltaspark.audit.timeline import OverlappingAdds, Timeline
+from deltaspark.log import action_schemas as schemas
 from deltaspark.log.driver_replay import weighted_bytes
 from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.maintenance.table_listing import list_table_files
@@ -126,7 +127,12 @@ class AuditContext:
                 "is_add",
                 "path_key",
                 "dv_id",
-                F.col("add").dropFields("stats").alias("add"),
+                # the add without its stats (not `dropFields`: Spark folds a plain struct into rows
+                # held on the driver, not a field update)
+                F.when(
+                    F.col("add").isNotNull(),
+                    F.struct(*[F.col(f"add.{n}") for n in schemas.ADD.fieldNames() if n != "stats"]),
+                ).alias("add"),
                 "remove",
                 F.when(F.col("is_add"), snapshot.parsedStats()).alias("stats"),
             )

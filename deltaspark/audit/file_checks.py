@@ -27,7 +27,7 @@ from deltaspark.features.type_widening import TYPE_CHANGES_KEY
 from deltaspark.log.files import LogFileKind
 from deltaspark.log.paths import canonical_path
 from deltaspark.log.replay import read_json_actions
-from deltaspark.spark_compat import map_in_arrow
+from deltaspark.spark_compat import held_left_join, map_in_arrow
 
 cloudpickle.register_pickle_by_value(file_tasks)
 
@@ -43,7 +43,9 @@ def _missing_or_resized(ctx: AuditContext, files: DataFrame, check: str, what: s
     listed = ctx.table_files.where(~F.col("isDir")).select(
         F.col("path").alias("_l_path"), F.col("size").alias("_l_size")
     )
-    joined = files.join(listed, files["path"] == listed["_l_path"], "left")
+    joined = held_left_join(files, listed, "path", "_l_path") or files.join(
+        listed, files["path"] == listed["_l_path"], "left"
+    )
     resized = findings_of(
         joined.where(
             F.col("_l_path").isNotNull() & F.col("size").isNotNull() & (F.col("_l_size") != F.col("size"))

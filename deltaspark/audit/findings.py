@@ -15,6 +15,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from deltaspark.spark_compat import held_frame
+
 FINDINGS_SCHEMA = "check string, severity string, version long, path string, detail string, value double"
 FINDING_COLUMNS = ["check", "severity", "version", "path", "detail", "value"]
 SEVERITIES = ("error", "warning", "info")
@@ -35,7 +37,7 @@ class Finding:
 
 def from_findings(spark: SparkSession, findings: Iterable[Finding]) -> DataFrame:
     """Findings made on the driver (from the log listing, small documents) as a DataFrame."""
-    return spark.createDataFrame([f.row() for f in findings], FINDINGS_SCHEMA)
+    return held_frame(spark, [f.row() for f in findings], FINDINGS_SCHEMA)
 
 
 def findings_of(

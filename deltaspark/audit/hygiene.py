@@ -21,7 +21,7 @@ from deltaspark.log.files import LogFileKind
 from deltaspark.log.paths import canonical_path
 from deltaspark.log.replay import read_json_actions
 from deltaspark.log.segment import complete_checkpoints
-from deltaspark.spark_compat import check_python_workers
+from deltaspark.spark_compat import held_frame, is_local, map_in_arrow
 
 cloudpickle.register_pickle_by_value(dv_codec)
 
@@ -65,9 +65,10 @@ def referenced_files(ctx: AuditContext) -> DataFrame:
                 ]
             )
         )
-    ids = descriptors.where(F.col("storageType").isin("u", "p")).distinct()
-    check_python_workers(ctx.spark)
-    dv_files = ids.mapInArrow(dv_codec.dv_path_batches(strict=False), "path string").select(
+    ids = descriptors.where(F.col("storageType").isin("u", "p"))
+    # distinct on the driver when the descriptors are held there: the DV paths are then made there
+    ids = held_frame(ctx.spark, sorted(set(ids.collect())), ids.schema) if is_local(ids) else ids.distinct()
+    dv_files = map_in_arrow(ids, dv_codec.dv_path_batches(strict=False), "path string").select(
         canonical_path(F.col("path"), ctx.root).alias("path")
     )
     frames = [data, dv_files]

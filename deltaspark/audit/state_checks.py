@@ -28,7 +28,7 @@ from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.reconciliation import file_action_rows, newest_per_file
 from deltaspark.log.replay import read_json_actions
 from deltaspark.log.segment import complete_checkpoints
-from deltaspark.spark_compat import check_python_workers
+from deltaspark.spark_compat import check_python_workers, held_frame
 from deltaspark.transaction.checksum import FILE_SIZE_BINS
 
 cloudpickle.register_pickle_by_value(checksum_compare)
@@ -316,7 +316,7 @@ def checksums(ctx: AuditContext) -> DataFrame:
     )
     smalls = timeline.small_states(versions)
     small_docs = [(v, json.dumps(_small_document(s))) for v, s in smalls.items()]
-    small = ctx.spark.createDataFrame(small_docs, "version long, small string")
+    small = held_frame(ctx.spark, small_docs, "version long, small string")
     texts = (
         ctx.spark.read.text([f.path for f in files], wholetext=True)
         .select(F.col("_metadata.file_path").alias("path"), F.col("value").alias("text"))

@@ -36,7 +36,7 @@ from deltaspark.log.replay import read_json_actions
 from deltaspark.log.segment import build_log_segment, complete_checkpoints
 from deltaspark.log.typed_json import UnclearError
 from deltaspark.snapshot import Snapshot, load_snapshot
-from deltaspark.spark_compat import local_frame
+from deltaspark.spark_compat import held_frame, local_frame
 from deltaspark.storage import Storage
 from deltaspark.transaction.checksum import (
     DELETED_RECORD_BINS,
@@ -555,4 +555,4 @@ class Timeline:
 
 
 def _frame_of(spark: SparkSession, column: str, versions: list[int]) -> DataFrame:
-    return spark.createDataFrame([(int(v),) for v in versions], f"{column} long")
+    return held_frame(spark, [(int(v),) for v in versions], f"{column} long")

@@ -68,7 +68,7 @@ from deltaspark.operations.file_stats import (
 from deltaspark.operations.footer_stats import footer_adds, footer_route
 from deltaspark.read.predicates import from_filter, references
 from deltaspark.snapshot import Snapshot
-from deltaspark.spark_compat import micros_timestamps
+from deltaspark.spark_compat import held_frame, micros_timestamps
 from deltaspark.storage import Storage, join_path, storage_for
 from deltaspark.transaction import actions as A
 from deltaspark.transaction.transaction import CommitResult, Transaction, driver_file_actions, rendered_adds
@@ -388,7 +388,7 @@ def _written_from(spark: SparkSession, found: list[tuple[dict[str, Any], int]]) 
 
 def _frame_of(spark: SparkSession, lines: list[tuple[str, int | None]]) -> DataFrame:
     """A DataFrame of `add` actions from their commit lines."""
-    frame = spark.createDataFrame(lines, "line string, num_records long")
+    frame = held_frame(spark, lines, "line string, num_records long")
     return frame.select(
         F.from_json("line", StructType([StructField("add", schemas.ADD)])).getField("add").alias("add"),
         "num_records",

@@ -28,6 +28,7 @@ from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.paths import canonical_path
 from deltaspark.log.replay import keep_actions, read_json_actions
 from deltaspark.read.scan import TableReader, deleted_rows, deletion_key, read_files
+from deltaspark.spark_compat import held_frame
 
 ENABLE_KEY = "delta.enableChangeDataFeed"
 CHANGE_TYPE = "_change_type"
@@ -75,7 +76,7 @@ def commit_timestamps(spark: Any, snapshot: Any, commits: list[LogFile], listing
     schema = StructType(
         [StructField(COMMIT_VERSION, LongType(), False), StructField(COMMIT_TIMESTAMP, TimestampType(), True)]
     )
-    return spark.createDataFrame(rows, schema)
+    return held_frame(spark, rows, schema)
 
 
 def _as_file(path: Column, partition_values: Column, reader: TableReader, log_file: Column) -> list[Column]:

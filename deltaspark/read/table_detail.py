@@ -19,6 +19,7 @@ from pyspark.sql.types import (
 
 from deltaspark.features import clustering
 from deltaspark.features.column_mapping import physical_name
+from deltaspark.spark_compat import held_frame
 
 DETAIL_SCHEMA = StructType(
     [
@@ -87,4 +88,4 @@ def detail_frame(snapshot: Any, name: str | None = None) -> DataFrame:
         snapshot.tableFeatures,
         snapshot.version,
     )
-    return snapshot._spark.createDataFrame([row], DETAIL_SCHEMA)
+    return held_frame(snapshot._spark, [row], DETAIL_SCHEMA)

@@ -40,7 +40,7 @@ from deltaspark.log import action_schemas as schemas
 from deltaspark.log.files import LogFileKind
 from deltaspark.log.listing import list_log_files, log_dir_of
 from deltaspark.snapshot import Snapshot, load_version
-from deltaspark.spark_compat import conf_get
+from deltaspark.spark_compat import conf_get, held_frame
 from deltaspark.storage import Storage, join_path
 from deltaspark.transaction import actions as A
 from deltaspark.transaction import checksum as C
@@ -299,7 +299,7 @@ class Transaction:
             reads.removed_files = self._removes.select("remove.path")
         small_remove_paths = [a["remove"]["path"] for a in self._actions if "remove" in a]
         if small_remove_paths:
-            extra = self.spark.createDataFrame([(p,) for p in small_remove_paths], "path string")
+            extra = held_frame(self.spark, [(p,) for p in small_remove_paths], "path string")
             reads.removed_files = extra if reads.removed_files is None else reads.removed_files.union(extra)
 
         row_tracking = self._row_tracking() and (self._adds is not None or bool(self._driver_adds))
