@@ -180,9 +180,13 @@ def check_python_workers(spark: SparkSession) -> None:
 
 
 def arrow_schema(schema: Any) -> Any:
-    """The Arrow schema `mapInArrow` must return for a Spark schema, timestamps in UTC."""
+    """The Arrow schema `mapInArrow` must return for a Spark schema (a `StructType` or a DDL
+    string), timestamps in UTC."""
     from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
 
+    if isinstance(schema, str):
+        schema = _parse_datatype_string(schema)
     try:
         return to_arrow_schema(schema, timezone="UTC")  # Spark 4: time zone for timestamp columns
     except TypeError:  # Spark 3.5's signature has no time zone
@@ -194,7 +198,10 @@ def local_frame(spark: SparkSession, columns: dict[str, list[Any]], schema: Any)
     projections and filters Spark folds into it) runs no Spark job. `schema`: flat columns only
     (the Arrow conversion of Spark 3.5 takes no nested types)."""
     import pyarrow as pa
+    from pyspark.sql.types import _parse_datatype_string
 
+    if isinstance(schema, str):
+        schema = _parse_datatype_string(schema)
     table = pa.Table.from_pydict(columns, schema=arrow_schema(schema))
     if spark_version(spark) >= (4, 0) or is_connect(spark):
         return spark.createDataFrame(table, schema)
@@ -264,9 +271,10 @@ def held_left_join(left: Any, right: Any, left_key: str, right_key: str) -> Any 
         for row in left.collect()
         for match in (by_key.get(row[left_key]) if row[left_key] is not None else None) or [missing]
     ]
-    schema = left.schema
-    for field in right.schema.fields:
-        schema = schema.add(field.name, field.dataType, True)
+    from pyspark.sql.types import StructField, StructType
+
+    nullable = [StructField(f.name, f.dataType, True) for f in right.schema.fields]
+    schema = StructType([*left.schema.fields, *nullable])  # a new schema (`add` changes `left`'s)
     return held_frame(left.sparkSession, rows, schema)
 
 

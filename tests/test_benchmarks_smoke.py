@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.generate import LogSpec, generate
+from benchmarks.small import OPERATIONS as SMALL_OPERATIONS
 from deltaspark import DeltaTable
 
 REPO = Path(__file__).resolve().parent.parent
@@ -135,22 +136,22 @@ def test_iceberg_runner_smoke(tmp_path):
     assert not (tmp_path / "work" / "iceberg-smoke-v2").exists()
 
 
-@pytest.mark.one_suite("4.x")  # eight processes with a Spark session each: about two minutes
-def test_small_tables_runner_smoke(tmp_path):
+@pytest.mark.one_suite("4.x")  # two processes with a Spark session each, and delta-rs: about two minutes
+def test_small_work_runner_smoke(tmp_path):
     out = tmp_path / "results.json"
-    command = [sys.executable, "-m", "benchmarks.small", "--repeat", "1", "--warmup", "0"]
+    command = [sys.executable, "-m", "benchmarks.small", "--sessions", "tuned", "--passes", "2"]
     command += ["--workdir", str(tmp_path / "work"), "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     runs = json.loads(out.read_text())["runs"]
-    assert set(runs) == {
-        f"{e}/{t}" for e in ("deltaspark", "deltars", "spark") for t in ("plain", "partitioned", "dv")
-    } | {"deltaspark/plain-commits"}
-    assert all(r["status"] == "ok" for k, r in runs.items() if k != "deltars/dv"), runs
-    assert runs["deltars/dv"]["status"] in ("ok", "not supported")  # deltalake 1.6.6 reads no DVs
-    assert all(runs[f"deltaspark/{t}"]["jobs"] >= 1 for t in ("plain", "partitioned", "dv"))
-    assert len(runs["deltaspark/plain-commits"]["after_commit"]) == 1
+    assert set(runs) == {"deltaspark/tuned", "floor/tuned", "deltars"}
+    assert all(r["status"] == "ok" for r in runs.values()), runs
+    ours = runs["deltaspark/tuned"]["passes"]
+    assert len(ours) == 2 and set(ours[1]) == set(SMALL_OPERATIONS)
+    assert ours[1]["history"]["jobs"] == 0 and ours[1]["checkpoint"]["jobs"] <= 1
+    assert set(runs["deltars"]["passes"][1]) == set(SMALL_OPERATIONS) - {"audit"}
+    assert "tuned (session start" in done.stdout and "floor 1st" in done.stdout
 
 
 @pytest.mark.one_suite("4.x")  # five processes with tiny data: about a minute

@@ -194,13 +194,13 @@ def test_small_reads_run_no_replay_job(spark, tmp_path):
 
 def test_a_new_commit_is_read_alone(spark, log, monkeypatch):
     read: list[str] = []
-    original = driver_replay._file_actions
+    original = driver_replay.file_actions
 
     def spy(storage, f, root, dvs):
         read.append(f.name)
         return original(storage, f, root, dvs)
 
-    monkeypatch.setattr(driver_replay, "_file_actions", spy)
+    monkeypatch.setattr(driver_replay, "file_actions", spy)
     log.commit(0, protocol(), metadata(), add("a"))
     log.commit(1, add("b"))
     assert driver_answer(spark, log.path)[0] and read == [

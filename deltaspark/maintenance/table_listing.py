@@ -181,6 +181,7 @@ def list_table_files(
     shallow: list[str] = []  # directories whose own files a task lists (not their subdirectories)
     frontier = [root_local]
     seen: list[Any] = []  # every entry the driver listed
+    complete = False  # whether `seen` is the whole tree
     for _ in range(_MAX_DRIVER_DEPTH):
         if len(frontier) >= target:
             break
@@ -190,11 +191,14 @@ def list_table_files(
             seen += infos
             below += [i.path for i in infos if i.type.name == "Directory"]
         if not below:
-            frontier = []  # the driver listed the whole tree
+            complete = True  # tasks relist the frontier (in full) if the tree is too large to hold
             break
         shallow += frontier
         frontier = below
-    whole = _walk_on_driver(fs, frontier, columns, seen)
+    if complete:
+        whole = seen if len(seen) <= DRIVER_ENTRIES else None
+    else:
+        whole = _walk_on_driver(fs, frontier, columns, seen)
     if whole is not None:
         log.info("Listed %s on the driver: %d entries", root, len(whole))
         return _entries_frame(spark, root, root_local, whole)
