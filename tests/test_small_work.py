@@ -239,7 +239,7 @@ def test_held_files_total_as_the_aggregate_does(spark, tmp_path):
         frame.unpersist()
 
 
-@pytest.mark.one_suite("4.x")  # reads every conformance table three times: about half a minute
+@pytest.mark.one_suite("4.x")  # reads every conformance table three times: about a minute
 def test_driver_reads_of_small_logs_equal_sparks(spark, conformance, monkeypatch):
     """For every conformance table whose log the driver reads: its JSON lines as Spark's text scan
     gives them, its file intervals as the audit's Spark replay gives them, its history as Spark's."""
