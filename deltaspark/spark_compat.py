@@ -179,14 +179,19 @@ def check_python_workers(spark: SparkSession) -> None:
         )
 
 
+def struct_type(schema: Any) -> Any:
+    """`schema` as a `StructType` (given as one, or as a DDL string: `"a long, b string"`)."""
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    return schema if isinstance(schema, StructType) else _parse_datatype_string(schema)
+
+
 def arrow_schema(schema: Any) -> Any:
     """The Arrow schema `mapInArrow` must return for a Spark schema (a `StructType` or a DDL
     string), timestamps in UTC."""
     from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import _parse_datatype_string
 
-    if isinstance(schema, str):
-        schema = _parse_datatype_string(schema)
+    schema = struct_type(schema)
     try:
         return to_arrow_schema(schema, timezone="UTC")  # Spark 4: time zone for timestamp columns
     except TypeError:  # Spark 3.5's signature has no time zone
@@ -198,10 +203,8 @@ def local_frame(spark: SparkSession, columns: dict[str, list[Any]], schema: Any)
     projections and filters Spark folds into it) runs no Spark job. `schema`: flat columns only
     (the Arrow conversion of Spark 3.5 takes no nested types)."""
     import pyarrow as pa
-    from pyspark.sql.types import _parse_datatype_string
 
-    if isinstance(schema, str):
-        schema = _parse_datatype_string(schema)
+    schema = struct_type(schema)
     table = pa.Table.from_pydict(columns, schema=arrow_schema(schema))
     if spark_version(spark) >= (4, 0) or is_connect(spark):
         return spark.createDataFrame(table, schema)
@@ -219,7 +222,6 @@ def map_in_arrow(frame: Any, body: Any, schema: str) -> Any:
         check_python_workers(frame.sparkSession)
         return frame.mapInArrow(body, schema)
     import pyarrow as pa
-    from pyspark.sql.types import _parse_datatype_string
 
     spark, given = frame.sparkSession, frame.schema
     rows = frame.collect()
@@ -227,7 +229,7 @@ def map_in_arrow(frame: Any, body: Any, schema: str) -> Any:
         {f.name: [r[f.name] for r in rows] for f in given.fields}, schema=arrow_schema(given)
     )
     batches = [b for b in body(iter(table.to_batches())) if b.num_rows]
-    wanted = _parse_datatype_string(schema)
+    wanted = struct_type(schema)
     produced = pa.Table.from_batches(batches) if batches else None
     columns = {f.name: produced.column(f.name).to_pylist() if produced else [] for f in wanted.fields}
     return local_frame(spark, columns, wanted)
@@ -239,9 +241,9 @@ def held_frame(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: Any) 
     `spark.createDataFrame(rows)` makes Python rows that a Python worker unpickles when they are
     first read (a second or more to start one in a new session). Nested columns need Spark 4's
     Arrow route; elsewhere (Spark 3.5, Connect) such rows go through `createDataFrame`."""
-    from pyspark.sql.types import ArrayType, MapType, StructType, _parse_datatype_string
+    from pyspark.sql.types import ArrayType, MapType, StructType
 
-    struct = schema if isinstance(schema, StructType) else _parse_datatype_string(schema)
+    struct = struct_type(schema)
     if is_connect(spark):
         return spark.createDataFrame(list(rows), struct)
     nested = any(isinstance(f.dataType, (StructType, ArrayType, MapType)) for f in struct.fields)

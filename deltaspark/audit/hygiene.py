@@ -67,7 +67,12 @@ def referenced_files(ctx: AuditContext) -> DataFrame:
         )
     ids = descriptors.where(F.col("storageType").isin("u", "p"))
     # distinct on the driver when the descriptors are held there: the DV paths are then made there
-    ids = held_frame(ctx.spark, sorted(set(ids.collect())), ids.schema) if is_local(ids) else ids.distinct()
+    # (in the order read: a descriptor of a damaged log may hold a null, which `sorted` cannot order)
+    ids = (
+        held_frame(ctx.spark, list(dict.fromkeys(ids.collect())), ids.schema)
+        if is_local(ids)
+        else ids.distinct()
+    )
     dv_files = map_in_arrow(ids, dv_codec.dv_path_batches(strict=False), "path string").select(
         canonical_path(F.col("path"), ctx.root).alias("path")
     )

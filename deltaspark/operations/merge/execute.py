@@ -472,10 +472,16 @@ class _Plan:
         changes = F.col("changes")
         # A small source's pairs held on the driver: the changed rows, their totals, the files
         # they touch and the matched keys all come from one collect, with no cache.
+        counted = (
+            Total("changed", "count", "__changed"),
+            Total("ambiguous", "count", "__ambiguous"),
+            Total("most_pairs", "max", "pairs"),
+            *[Total(f"kind{i}", "count", f"__kind{i}") for i in range(len(kinds))],
+        )
         few = size is not None and self.metrics["numSourceRows"] <= DRIVER_ROWS
-        held_pairs = self._held_pairs(narrow, len(keys)) if few else None
-        if held_pairs is not None:
-            totals, held = held_pairs
+        held = self._held_pairs(narrow, len(keys), kinds) if few else None
+        if held is not None:
+            totals = {t.name: t.of([r[t.column] for r in held]) for t in counted}
             per_row = None
         else:
             if self.keyed and self.inserts:
@@ -498,13 +504,7 @@ class _Plan:
             )
             per_row = persist_sized(per_row, size, StorageLevel.MEMORY_AND_DISK)
             self.cached.append(per_row)
-            counted = (
-                Total("changed", "count", "__changed"),
-                Total("ambiguous", "count", "__ambiguous"),
-                Total("most_pairs", "max", "pairs"),
-                *[Total(f"kind{i}", "count", f"__kind{i}") for i in range(len(kinds))],
-            )
-            totals, held = totals_of(per_row, counted), None
+            totals = totals_of(per_row, counted)
         if totals["ambiguous"] and not self.duplicates_allowed:
             if held is not None:
                 worst = next(r for r in held if r["changes"] > 1)
@@ -545,11 +545,12 @@ class _Plan:
                 self._copy_on_write(touched, changed_rows)
         m["rewriteTimeMs"] = int((time.time() - rewrite_started) * 1000)
 
-    def _held_pairs(self, narrow: DataFrame, keys: int) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
-        """The matched pairs and changed target rows of `narrow`, held on the driver when at most
-        `DRIVER_ROWS`: each target row's pairs, changes and (last) clause, their totals (as the
-        distributed route aggregates them), and the matched source keys as a held frame when the
-        inserts need them. None when they are more, or a key cannot be held (then: Spark)."""
+    def _held_pairs(self, narrow: DataFrame, keys: int, kinds: list[Any]) -> list[dict[str, Any]] | None:
+        """The changed target rows of `narrow`'s matched pairs, held on the driver when the pairs
+        are at most `DRIVER_ROWS`: each target row's pairs, changes, (last) clause and the marker
+        columns the distributed route aggregates (`__changed`, `__ambiguous`, `__kind<i>`), and the
+        matched source keys as a held frame when the inserts need them. None when they are more, or
+        a key cannot be held (then: Spark)."""
         names = [f"__k{i}" for i in range(keys)]
         rows = (
             narrow.select(FILE_COLUMN, ROW_INDEX, CLAUSE, "__matched", *names)
@@ -570,35 +571,23 @@ class _Plan:
                 return None
         per: dict[tuple[str, int], dict[str, Any]] = {}
         for r in rows:
-            row = per.setdefault(
-                (r[FILE_COLUMN], r[ROW_INDEX]),
-                {
-                    FILE_COLUMN: r[FILE_COLUMN],
-                    ROW_INDEX: r[ROW_INDEX],
-                    "pairs": 0,
-                    "changes": 0,
-                    "clause": None,
-                },
-            )
+            key = (r[FILE_COLUMN], r[ROW_INDEX])
+            row = per.get(key)
+            if row is None:
+                row = {FILE_COLUMN: key[0], ROW_INDEX: key[1], "pairs": 0, "changes": 0, "clause": None}
+                per[key] = row
             row["pairs"] += 1
             if r[CLAUSE] is not None:
                 row["changes"] += 1
                 row["clause"] = r[CLAUSE] if row["clause"] is None else max(row["clause"], r[CLAUSE])
         held = list(per.values())
-        changed = [r for r in held if r["changes"] > 0]
-        kinds = [
-            self.indexes[(MATCHED, UPDATE)],
-            self.indexes[(NOT_MATCHED_BY_SOURCE, UPDATE)],
-            self.indexes[(MATCHED, DELETE)],
-            self.indexes[(NOT_MATCHED_BY_SOURCE, DELETE)],
-        ]
-        totals: dict[str, Any] = {
-            "changed": len(changed),
-            "ambiguous": sum(1 for r in held if r["changes"] > 1),
-            "most_pairs": max((r["pairs"] for r in held), default=None),
-            **{f"kind{i}": sum(1 for r in changed if r["clause"] in k) for i, k in enumerate(kinds)},
-        }
-        return totals, held
+        for row in held:
+            changed = row["changes"] > 0
+            row["__changed"] = 1 if changed else None
+            row["__ambiguous"] = 1 if row["changes"] > 1 else None
+            for i, k in enumerate(kinds):
+                row[f"__kind{i}"] = 1 if changed and row["clause"] in k else None
+        return held
 
     def _touched(self, paths: DataFrame) -> FileSet:
         """The candidate files holding a changed row (their paths: `__touched`), with their totals."""
