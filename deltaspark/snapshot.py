@@ -366,14 +366,13 @@ class Snapshot:
         """
         from deltaspark.read.scan import read_files
 
-        # A small unpartitioned table's live files are listed from the driver's state, without the
-        # file list's frame (a filter prunes in Spark; partition values are parsed, and a damaged
-        # one named eagerly, by the frame). The frame is built only if the read needs it after all.
-        simple = filter is None and not rowTracking and not self.metadata.partitionColumns
-        state = self._driver_file_state if simple else None
+        # A small table's live files, partition values and row tracking fields are listed from the
+        # driver's state, without the file list's frame (a filter prunes in Spark, by the frame).
+        # The frame is built only if the read needs it after all.
+        state = self._driver_file_state if filter is None else None
         if state is not None:
             listed = driver_replay.listed_adds(state)
-            return read_files(self, self.files, listed=listed)  # `simple`: no row tracking
+            return read_files(self, self.files, row_tracking=rowTracking, listed=listed)
         rows = read_files(self, self.files(filter), row_tracking=rowTracking)
         return rows if filter is None else rows.where(filter)
 

@@ -13,6 +13,7 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import Row
 from pyspark.sql import functions as F
 
 from deltaspark import DeltaTable
@@ -20,6 +21,7 @@ from deltaspark.errors import CorruptLogError
 from deltaspark.log import driver_replay
 from deltaspark.log.paths import canonical_path, path_key
 from deltaspark.log.typed_json import UnclearError, typed
+from deltaspark.read import scan
 from tests.conftest import CONNECT, DRIVER_REPLAY_CONF
 from tests.log_builder import add, commit_info, dv, metadata, protocol, remove, write_parquet
 
@@ -153,8 +155,26 @@ def test_listed_adds_are_the_rows_a_read_collects_from_the_frame(spark, log):
         .collect()
     )
     listed = driver_replay.listed_adds(snap._driver_file_state)
-    assert [r.asDict(recursive=True) for r in listed] == [r.asDict(recursive=True) for r in collected]
+    read = [{name: r[name] for name in collected[0].__fields__} for r in listed]
+    assert [Row(**r).asDict(recursive=True) for r in read] == [r.asDict(recursive=True) for r in collected]
     assert {r["path"] for r in listed} == {"a", "b%20c", "d"} and sum(r["hasDv"] for r in listed) == 1
+    # What the read ties to each file's rows, as the frame has it.
+    entries = snap.files().select(
+        "path",
+        "partitionValues",
+        "baseRowId",
+        "defaultRowCommitVersion",
+        canonical_path(F.col("path"), snap.tableRoot).alias("key"),
+    )
+    expected = {r["path"]: r for r in entries.collect()}
+    for r in listed:
+        frame_row = expected[r["path"]]
+        assert r["fileKey"] == frame_row["key"]
+        assert json.loads(r["partitionValues"]) == frame_row["partitionValues"]
+        assert (r["baseRowId"], r["defaultRowCommitVersion"]) == (
+            frame_row["baseRowId"],
+            frame_row["defaultRowCommitVersion"],
+        )
 
 
 def test_a_small_read_builds_the_file_list_frame_only_when_it_needs_it(spark, tmp_path):
@@ -168,7 +188,7 @@ def test_a_small_read_builds_the_file_list_frame_only_when_it_needs_it(spark, tm
     assert "_driver_replayed_rows" not in vars(snap)  # listed from the driver's state alone
     snap = DeltaTable.forPath(spark, partitioned).snapshot()
     assert sorted((r["id"], r["p"]) for r in snap.toDF().collect()) == [(i, i % 2) for i in range(10)]
-    assert vars(snap)["_driver_replayed_rows"] is not None  # partition values are parsed by the frame
+    assert "_driver_replayed_rows" not in vars(snap)  # partition values from the driver's state too
     snap = DeltaTable.forPath(spark, plain).snapshot()
     assert sorted(r["id"] for r in snap.toDF("id > 6").collect()) == [7, 8, 9]  # a filter prunes in Spark
     assert vars(snap)["_driver_replayed_rows"] is not None
@@ -187,9 +207,27 @@ def test_small_reads_run_no_replay_job(spark, tmp_path):
     assert len(context.statusTracker().getJobIdsForGroup("files")) == 0  # folded into the local relation
     context.setJobGroup("read", "read")
     assert sorted(r["id"] for r in table.toDF().collect()) == list(range(10))
-    # The data files' scan, and the broadcast of the file list that attaches partition values.
-    assert len(context.statusTracker().getJobIdsForGroup("read")) == 2
+    # The data files' scan alone: partition values are looked up per row, no file list broadcast.
+    assert len(context.statusTracker().getJobIdsForGroup("read")) == 1
     context.setJobGroup("other", "other")
+
+
+@pytest.mark.parametrize("partitions", [2, scan.LOOKUP_MAX_PARTITIONS + 1])
+def test_partition_values_are_looked_up_for_few_partitions_and_joined_for_more(spark, tmp_path, partitions):
+    """Both ways of tying a small table's partition values to its rows give each row its own."""
+    from deltaspark import write
+
+    path = str(tmp_path / "t")
+    rows = spark.range(40).selectExpr(
+        "id", f"cast(id % {partitions} as int) as p", "cast(id % 3 as string) as q"
+    )
+    write(rows, path, partitionBy=["p", "q"] if partitions > 2 else ["p"])
+    read = DeltaTable.forPath(spark, path).toDF()
+    plan = read._jdf.queryExecution().optimizedPlan().toString()
+    assert ("Join" in plan) == (partitions > scan.LOOKUP_MAX_PARTITIONS)
+    got = sorted((r["id"], r["p"]) + ((r["q"],) if partitions > 2 else ()) for r in read.collect())
+    assert got == [(i, i % partitions) + ((str(i % 3),) if partitions > 2 else ()) for i in range(40)]
+    assert read.where("p = 1").count() == len([i for i in range(40) if i % partitions == 1])
 
 
 def test_a_new_commit_is_read_alone(spark, log, monkeypatch):

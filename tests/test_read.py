@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import urllib.parse
 import uuid
 
@@ -283,7 +284,7 @@ def test_unsupported_type_change_is_refused(spark, log):
         DeltaTable.forPath(spark, log.path).toDF()
 
 
-def test_row_tracking_ids_and_commit_versions(spark, log):
+def test_row_tracking_ids_and_commit_versions(spark, log, replay):
     conf = {
         "delta.enableRowTracking": "true",
         "delta.rowTracking.materializedRowIdColumnName": "_row_id_x",
@@ -346,7 +347,7 @@ def test_removed_files_are_not_read(spark, log):
     assert len(_ids(DeltaTable.forPath(spark, log.path).snapshot(version=0).toDF())) == 13
 
 
-def test_partition_values_come_from_the_log_not_directories(spark, log):
+def test_partition_values_come_from_the_log_not_directories(spark, log, replay):
     f = write_parquet(log.root, "part=wrong/a.parquet", IDS.select(["id"]))
     log.commit(
         0,
@@ -355,6 +356,50 @@ def test_partition_values_come_from_the_log_not_directories(spark, log):
         {"add": {**f["add"], "partitionValues": {"part": "right"}}},
     )
     assert {r["part"] for r in DeltaTable.forPath(spark, log.path).toDF().collect()} == {"right"}
+
+
+def test_typed_partition_values_and_row_ids_of_each_file(spark, log, replay):
+    """Each file's rows get that file's typed partition values (an empty or missing value is null)
+    and row ids from its own baseRowId, whichever way the log is replayed."""
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "d", "type": "date", "nullable": True, "metadata": {}},
+            {"name": "n", "type": "integer", "nullable": True, "metadata": {}},
+        ],
+    }
+    files = [
+        (write_parquet(log.root, f"x/{i}.parquet", pa.table({"id": pa.array([i * 10, i * 10 + 1])})), values)
+        for i, values in enumerate([{"d": "2024-02-29", "n": "7"}, {"d": "", "n": "-1"}, {"n": "3"}])
+    ]
+    log.commit(
+        0,
+        protocol(3, 7, [], ["rowTracking", "domainMetadata"]),
+        metadata(schema, ["d", "n"], configuration={"delta.enableRowTracking": "true"}),
+        *[
+            {
+                "add": {
+                    **f["add"],
+                    "partitionValues": values,
+                    "baseRowId": 100 * i,
+                    "defaultRowCommitVersion": 0,
+                }
+            }
+            for i, (f, values) in enumerate(files)
+        ],
+    )
+    rows = (
+        DeltaTable.forPath(spark, log.path).toDF(rowTracking=True).select("id", "d", "n", "_metadata.row_id")
+    )
+    assert sorted(tuple(r) for r in rows.collect()) == [
+        (0, datetime.date(2024, 2, 29), 7, 0),
+        (1, datetime.date(2024, 2, 29), 7, 1),
+        (10, None, -1, 100),
+        (11, None, -1, 101),
+        (20, None, 3, 200),
+        (21, None, 3, 201),
+    ]
 
 
 @pytest.mark.connect

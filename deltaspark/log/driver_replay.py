@@ -270,10 +270,12 @@ def _parquet_rows(data: bytes, path: str) -> Iterator[tuple[Any, Any]]:
 def listed_adds(state: FileState) -> list[Row]:
     """The live files of `state` as a read collects them from `reconciled_frame` (`path`, `hasDv`,
     `deleted`, `deletionVector`, `size`), without building the frame: the typed actions are what Spark's
-    `from_json` parses them to, so the rows are the same."""
+    `from_json` parses them to, so the rows are the same. Each row also carries what the read ties
+    to the file's rows (`ENTRY_FIELDS`): its canonical path, version, partition values (as logged,
+    a JSON object) and row tracking fields, so that the read needs no file list frame at all."""
     dv_fields = schemas.ADD["deletionVector"].dataType.fieldNames()  # type: ignore[attr-defined]
     listed = []
-    for _, is_add, _, _, action, _ in state.rows():
+    for version, is_add, key, _, action, _ in state.rows():
         if not is_add:
             continue
         add = json.loads(action)  # type: ignore[arg-type]
@@ -287,9 +289,22 @@ def listed_adds(state: FileState) -> list[Row]:
                 deleted=deleted,
                 deletionVector=descriptor,
                 size=add.get("size"),
+                fileKey=key,
+                version=version,
+                partitionValues=json.dumps(add.get("partitionValues") or {}),
+                baseRowId=add.get("baseRowId"),
+                defaultRowCommitVersion=add.get("defaultRowCommitVersion"),
             )
         )
     return listed
+
+
+# The fields of `listed_adds` rows beyond what a read collects, in `ENTRIES_SCHEMA` order.
+ENTRY_FIELDS = ("fileKey", "path", "version", "partitionValues", "baseRowId", "defaultRowCommitVersion")
+ENTRIES_SCHEMA = (
+    "fileKey string, path string, version long, partitionValues string, baseRowId long, "
+    "defaultRowCommitVersion long"
+)
 
 
 def reconciled_frame(spark: SparkSession, state: FileState, checkpoint_stats: DataType) -> DataFrame:

@@ -17,6 +17,7 @@ executors open the files themselves and the file list never leaves the cluster.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable
@@ -38,14 +39,23 @@ from deltaspark.features.column_mapping import (
     with_field_ids,
 )
 from deltaspark.features.deletion_vectors import dv_unique_id, dv_unique_id_of
-from deltaspark.features.partition_values import partition_fields
+from deltaspark.features.partition_values import ValueSource, partition_fields, typed_partition_values
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.features.row_tracking import materialized_columns, row_commit_version, row_id
 from deltaspark.features.schema import drop_void_fields
 from deltaspark.features.type_widening import check_type_changes, has_type_changes, readable_type
+from deltaspark.log.driver_replay import ENTRIES_SCHEMA, ENTRY_FIELDS
 from deltaspark.log.paths import absolute_path, canonical_path, path_key
 from deltaspark.log.replay import STRICT_READ_OPTIONS
-from deltaspark.spark_compat import check_python_workers, conf_get, local_frame, read_paths, spark_version
+from deltaspark.spark_compat import (
+    check_python_workers,
+    conf_get,
+    held_frame,
+    local_frame,
+    read_paths,
+    spark_version,
+    sql_in,
+)
 
 log = logging.getLogger(__name__)
 
@@ -501,16 +511,24 @@ def _read_native(
     rows = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
     joined = bool(reader.partition_fields) or row_tracking or bool(carry) or (has_dvs and repeated)
+    lookup = None
     if joined:
-        dv_id = dv_unique_id(F.col("deletionVector")) if has_dvs else F.lit("")
-        entries = _frame(files).select(
-            canonical_path(F.col("path"), root).alias("_file_key"),
-            dv_id.alias("_dv_id"),
-            F.col("partitionValues_parsed").alias("_partition"),
-            F.col("baseRowId").alias("_base_row_id"),
-            F.col("defaultRowCommitVersion").alias("_default_commit_version"),
-            *[_col(c) for c in carry],
-        )
+        entries = None if carry or repeated else _held_entries(snapshot, reader, listed)
+        lookup = None if entries is None or row_tracking else _partition_lookup(reader, listed, "_key")
+    if lookup is not None:
+        # A small table's few partitions are told apart per row: no join, so no broadcast job.
+        rows = rows.withColumns({"_file_key": lookup[0], "_partition": lookup[1]})
+    elif joined:
+        if entries is None:
+            dv_id = dv_unique_id(F.col("deletionVector")) if has_dvs else F.lit("")
+            entries = _frame(files).select(
+                canonical_path(F.col("path"), root).alias("_file_key"),
+                dv_id.alias("_dv_id"),
+                F.col("partitionValues_parsed").alias("_partition"),
+                F.col("baseRowId").alias("_base_row_id"),
+                F.col("defaultRowCommitVersion").alias("_default_commit_version"),
+                *[_col(c) for c in carry],
+            )
         if len(listed) <= BROADCAST_FILES_LIMIT:
             entries = F.broadcast(entries)
         rows = rows.join(entries, rows["_key"] == entries["_file_key"], "left")
@@ -539,6 +557,67 @@ def _read_native(
     )
 
 
+def _held_entries(snapshot: Any, reader: TableReader, listed: list[Any]) -> DataFrame | None:
+    """What the read ties to each file's rows (its key, typed partition values, row tracking
+    fields), made from `listed` rows that carry it (`driver_replay.listed_adds`: a small table's
+    state held on the driver) as a local relation, instead of from the file list's frame; None
+    when they do not. The partition values are parsed by the same expression as `files()`'s, and
+    a damaged one fails the read naming its log file and data file."""
+    if not listed or not hasattr(listed[0], "fileKey"):
+        return None
+    rows = [tuple(r[name] for name in ENTRY_FIELDS) for r in listed]
+    held = held_frame(snapshot._spark, rows, ENTRIES_SCHEMA)
+    source = ValueSource(snapshot._log_file_of(F.col("version")), F.col("path"))
+    partition = typed_partition_values(
+        F.from_json("partitionValues", "map<string,string>"), reader.partition_fields, reader.mode, source
+    )
+    entries = held.select(
+        F.col("fileKey").alias("_file_key"),
+        F.lit("").alias("_dv_id"),
+        partition.alias("_partition"),
+        F.col("baseRowId").alias("_base_row_id"),
+        F.col("defaultRowCommitVersion").alias("_default_commit_version"),
+    )
+    if reader.partition_fields:
+        # The values are parsed here, on the driver (a local relation: no job), so that a damaged
+        # one fails the call that reads it, as the log's other damage does.
+        entries.select("_partition").collect()
+    return entries
+
+
+# A read of at most this many bytes in at most this many distinct partitions (a small table's) ties
+# partition values to rows by a lookup per row (`_partition_lookup`) rather than by a join.
+LOOKUP_MAX_BYTES = 4 * 1024 * 1024
+LOOKUP_MAX_PARTITIONS = 8
+
+
+def _partition_lookup(reader: TableReader, listed: list[Any], key: str) -> tuple[Column, Column] | None:
+    """`(_file_key, _partition)` of each row, from its file's `key`, for held `listed` rows
+    (`driver_replay.listed_adds`, whose values `_held_entries` has parsed and checked): the index
+    of the file's partition, by one set lookup per partition (`IN`, hashed above ten files),
+    picks its values. A join of the same rows with the file list costs a job to broadcast the
+    list, and costs each row less only where there are many partitions or rows: None for those."""
+    if not listed or not hasattr(listed[0], "fileKey"):
+        return None
+    if sum(r["size"] if r["size"] is not None else LOOKUP_MAX_BYTES + 1 for r in listed) > LOOKUP_MAX_BYTES:
+        return None
+    partitions: dict[str, list[str]] = {}
+    for r in listed:
+        partitions.setdefault(r["partitionValues"], []).append(r["fileKey"])
+    if len(partitions) > LOOKUP_MAX_PARTITIONS:
+        return None
+    index: Column | None = None
+    for position, keys in enumerate(partitions.values(), start=1):
+        member = sql_in(key, keys)
+        index = F.when(member, F.lit(position)) if index is None else index.when(member, F.lit(position))
+    assert index is not None
+    values = F.from_json(
+        F.lit(json.dumps([json.loads(raw) for raw in partitions])), "array<map<string,string>>"
+    )
+    partition = typed_partition_values(F.element_at(values, index), reader.partition_fields, reader.mode)
+    return F.when(index.isNotNull(), F.col(key)), partition
+
+
 def _project(
     reader: TableReader,
     rows: DataFrame,
@@ -549,18 +628,17 @@ def _project(
     joined: bool,
 ) -> DataFrame:
     columns: list[Column] = []
+    # A row whose file is missing from the snapshot's list means the keys disagree: fail rather
+    # than return rows without their partition values.
+    unknown = F.col("_file_key").isNull()
+    refused = F.raise_error(F.concat(F.lit("deltaspark: data file not in the snapshot: "), F.col("_key")))
     for field in reader.logical_schema.fields:
         if field.name.lower() in reader.partition_names:
             value = F.col("_partition").getField(field.name)
         else:
             value = reader.logical_column(field)
         if joined:
-            # A row whose file is missing from the snapshot's list means the keys disagree: fail
-            # rather than return rows without their partition values.
-            value = F.when(
-                F.col("_file_key").isNull(),
-                F.raise_error(F.concat(F.lit("deltaspark: data file not in the snapshot: "), F.col("_key"))),
-            ).otherwise(value)
+            value = F.when(unknown, refused).otherwise(value)
         columns.append(value.alias(field.name))
     columns += [_col(f.name) for f in extra]
     columns += [_col(c) for c in carry]
