@@ -212,22 +212,29 @@ def test_small_reads_run_no_replay_job(spark, tmp_path):
     context.setJobGroup("other", "other")
 
 
-@pytest.mark.parametrize("partitions", [2, scan.LOOKUP_MAX_PARTITIONS + 1])
-def test_partition_values_are_looked_up_for_few_partitions_and_joined_for_more(spark, tmp_path, partitions):
+@pytest.mark.parametrize("case", ["few partitions", "many partitions", "many rows"])
+def test_partition_values_are_looked_up_for_few_partitions_and_joined_for_more(
+    spark, tmp_path, monkeypatch, case
+):
     """Both ways of tying a small table's partition values to its rows give each row its own."""
     from deltaspark import write
 
+    partitions = scan.LOOKUP_MAX_PARTITIONS + 1 if case == "many partitions" else 2
+    if case == "many rows":
+        monkeypatch.setattr(scan, "LOOKUP_MAX_ROWS", 39)
     path = str(tmp_path / "t")
     rows = spark.range(40).selectExpr(
         "id", f"cast(id % {partitions} as int) as p", "cast(id % 3 as string) as q"
     )
-    write(rows, path, partitionBy=["p", "q"] if partitions > 2 else ["p"])
+    write(rows, path, partitionBy=["p", "q"])
     read = DeltaTable.forPath(spark, path).toDF()
     plan = read._jdf.queryExecution().optimizedPlan().toString()
-    assert ("Join" in plan) == (partitions > scan.LOOKUP_MAX_PARTITIONS)
-    got = sorted((r["id"], r["p"]) + ((r["q"],) if partitions > 2 else ()) for r in read.collect())
-    assert got == [(i, i % partitions) + ((str(i % 3),) if partitions > 2 else ()) for i in range(40)]
-    assert read.where("p = 1").count() == len([i for i in range(40) if i % partitions == 1])
+    assert ("Join" in plan) == (case != "few partitions")
+    got = sorted((r["id"], r["p"], r["q"]) for r in read.collect())
+    assert got == [(i, i % partitions, str(i % 3)) for i in range(40)]
+    assert read.where("p = 1 and q = '2'").count() == len(
+        [i for i in range(40) if i % partitions == 1 and i % 3 == 2]
+    )
 
 
 def test_a_new_commit_is_read_alone(spark, log, monkeypatch):
