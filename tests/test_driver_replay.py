@@ -21,7 +21,6 @@ from deltaspark.errors import CorruptLogError
 from deltaspark.log import driver_replay
 from deltaspark.log.paths import canonical_path, path_key
 from deltaspark.log.typed_json import UnclearError, typed
-from deltaspark.read import scan
 from tests.conftest import CONNECT, DRIVER_REPLAY_CONF
 from tests.log_builder import add, commit_info, dv, metadata, protocol, remove, write_parquet
 
@@ -207,34 +206,9 @@ def test_small_reads_run_no_replay_job(spark, tmp_path):
     assert len(context.statusTracker().getJobIdsForGroup("files")) == 0  # folded into the local relation
     context.setJobGroup("read", "read")
     assert sorted(r["id"] for r in table.toDF().collect()) == list(range(10))
-    # The data files' scan alone: partition values are looked up per row, no file list broadcast.
-    assert len(context.statusTracker().getJobIdsForGroup("read")) == 1
+    # The data files' scan, and the broadcast of the held file entries that attach partition values.
+    assert len(context.statusTracker().getJobIdsForGroup("read")) == 2
     context.setJobGroup("other", "other")
-
-
-@pytest.mark.parametrize("case", ["few partitions", "many partitions", "many rows"])
-def test_partition_values_are_looked_up_for_few_partitions_and_joined_for_more(
-    spark, tmp_path, monkeypatch, case
-):
-    """Both ways of tying a small table's partition values to its rows give each row its own."""
-    from deltaspark import write
-
-    partitions = scan.LOOKUP_MAX_PARTITIONS + 1 if case == "many partitions" else 2
-    if case == "many rows":
-        monkeypatch.setattr(scan, "LOOKUP_MAX_ROWS", 39)
-    path = str(tmp_path / "t")
-    rows = spark.range(40).selectExpr(
-        "id", f"cast(id % {partitions} as int) as p", "cast(id % 3 as string) as q"
-    )
-    write(rows, path, partitionBy=["p", "q"])
-    read = DeltaTable.forPath(spark, path).toDF()
-    plan = read._jdf.queryExecution().optimizedPlan().toString()
-    assert ("Join" in plan) == (case != "few partitions")
-    got = sorted((r["id"], r["p"], r["q"]) for r in read.collect())
-    assert got == [(i, i % partitions, str(i % 3)) for i in range(40)]
-    assert read.where("p = 1 and q = '2'").count() == len(
-        [i for i in range(40) if i % partitions == 1 and i % 3 == 2]
-    )
 
 
 def test_a_new_commit_is_read_alone(spark, log, monkeypatch):

@@ -272,8 +272,7 @@ def listed_adds(state: FileState) -> list[Row]:
     `deleted`, `deletionVector`, `size`), without building the frame: the typed actions are what Spark's
     `from_json` parses them to, so the rows are the same. Each row also carries what the read ties
     to the file's rows (`ENTRY_FIELDS`): its canonical path, version, partition values (as logged,
-    a JSON object), row tracking fields and row count (`numRecords`, where its statistics hold
-    one), so that the read needs no file list frame at all."""
+    a JSON object) and row tracking fields, so that the read needs no file list frame at all."""
     dv_fields = schemas.ADD["deletionVector"].dataType.fieldNames()  # type: ignore[attr-defined]
     listed = []
     for version, is_add, key, _, action, _ in state.rows():
@@ -295,19 +294,9 @@ def listed_adds(state: FileState) -> list[Row]:
                 partitionValues=json.dumps(add.get("partitionValues") or {}),
                 baseRowId=add.get("baseRowId"),
                 defaultRowCommitVersion=add.get("defaultRowCommitVersion"),
-                numRecords=_num_records(add.get("stats")),
             )
         )
     return listed
-
-
-def _num_records(stats: Any) -> int | None:
-    """`numRecords` of an add's statistics (JSON), where they are present and say it."""
-    try:
-        value = json.loads(stats).get("numRecords") if isinstance(stats, str) else None
-    except (ValueError, AttributeError):
-        return None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # The fields of `listed_adds` rows beyond what a read collects, in `ENTRIES_SCHEMA` order.

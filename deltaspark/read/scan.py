@@ -17,7 +17,6 @@ executors open the files themselves and the file list never leaves the cluster.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable
@@ -54,7 +53,6 @@ from deltaspark.spark_compat import (
     local_frame,
     read_paths,
     spark_version,
-    sql_in,
 )
 
 log = logging.getLogger(__name__)
@@ -511,14 +509,8 @@ def _read_native(
     rows = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
     joined = bool(reader.partition_fields) or row_tracking or bool(carry) or (has_dvs and repeated)
-    lookup = None
     if joined:
         entries = None if carry or repeated else _held_entries(snapshot, reader, listed)
-        lookup = None if entries is None or row_tracking else _partition_lookup(reader, listed, "_key")
-    if lookup is not None:
-        # A small table's few partitions are told apart per row: no join, so no broadcast job.
-        rows = rows.withColumns({"_file_key": lookup[0], "_partition": lookup[1]})
-    elif joined:
         if entries is None:
             dv_id = dv_unique_id(F.col("deletionVector")) if has_dvs else F.lit("")
             entries = _frame(files).select(
@@ -561,8 +553,9 @@ def _held_entries(snapshot: Any, reader: TableReader, listed: list[Any]) -> Data
     """What the read ties to each file's rows (its key, typed partition values, row tracking
     fields), made from `listed` rows that carry it (`driver_replay.listed_adds`: a small table's
     state held on the driver) as a local relation, instead of from the file list's frame; None
-    when they do not. The partition values are parsed by the same expression as `files()`'s, and
-    a damaged one fails the read naming its log file and data file."""
+    when they do not. The partition values are parsed by the same expression as `files()`'s, on
+    the driver when the read is built (a local relation: no job), so that a damaged one fails the
+    call that reads it, naming its log file and data file, as the log's other damage does."""
     if not listed or not hasattr(listed[0], "fileKey"):
         return None
     rows = [tuple(r[name] for name in ENTRY_FIELDS) for r in listed]
@@ -579,46 +572,8 @@ def _held_entries(snapshot: Any, reader: TableReader, listed: list[Any]) -> Data
         F.col("defaultRowCommitVersion").alias("_default_commit_version"),
     )
     if reader.partition_fields:
-        # The values are parsed here, on the driver (a local relation: no job), so that a damaged
-        # one fails the call that reads it, as the log's other damage does.
         entries.select("_partition").collect()
     return entries
-
-
-# A read of at most this many rows in at most this many distinct partitions (a small table's) ties
-# partition values to rows by a lookup per row (`_partition_lookup`) rather than by a join. The
-# lookup costs a row up to twice what the join's probe does (about 0.1 us more, measured at 8
-# partitions), which a million rows spend about where the broadcast job the join needs ends.
-LOOKUP_MAX_ROWS = 1_000_000
-LOOKUP_MAX_PARTITIONS = 8
-
-
-def _partition_lookup(reader: TableReader, listed: list[Any], key: str) -> tuple[Column, Column] | None:
-    """`(_file_key, _partition)` of each row, from its file's `key`, for held `listed` rows
-    (`driver_replay.listed_adds`, whose values `_held_entries` has parsed and checked): the index
-    of the file's partition, by one set lookup per partition (`IN`, hashed above ten files),
-    picks its values. A join of the same rows with the file list costs a job to broadcast the
-    list, and costs each row less only where there are many partitions or rows: None for those."""
-    if not listed or not hasattr(listed[0], "fileKey"):
-        return None
-    counts = [r["numRecords"] for r in listed]
-    if None in counts or sum(counts) > LOOKUP_MAX_ROWS:  # rows unknown (no statistics) or many
-        return None
-    partitions: dict[str, list[str]] = {}
-    for r in listed:
-        partitions.setdefault(r["partitionValues"], []).append(r["fileKey"])
-    if len(partitions) > LOOKUP_MAX_PARTITIONS:
-        return None
-    index: Column | None = None
-    for position, keys in enumerate(partitions.values(), start=1):
-        member = sql_in(key, keys)
-        index = F.when(member, F.lit(position)) if index is None else index.when(member, F.lit(position))
-    assert index is not None
-    values = F.from_json(
-        F.lit(json.dumps([json.loads(raw) for raw in partitions])), "array<map<string,string>>"
-    )
-    partition = typed_partition_values(F.element_at(values, index), reader.partition_fields, reader.mode)
-    return F.when(index.isNotNull(), F.col(key)), partition
 
 
 def _project(
