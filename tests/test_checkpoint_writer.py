@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 from deltaspark import DeltaTable, UnsupportedFeatureError
 from deltaspark.errors import CheckpointWriteError, UnsupportedSessionError, UnsupportedWriterFeatureError
+from deltaspark.log import driver_replay
 from deltaspark.log.json_checksum import checksum_of_text
 from deltaspark.log.paths import join_key_of_canonical
 from deltaspark.log.replay import count_actions_bound
@@ -290,6 +291,50 @@ def test_txns_and_domains_are_bounded_from_the_log_files_and_kept(spark, log, sp
         [] if where == "nowhere" else ["user.d"]
     )
     assert sorted(a["path"] for a in kinds["add"]) == ["a", "b"]
+
+
+@pytest.mark.parametrize("where", ["checkpoint", "tail", "nowhere"])
+def test_txns_and_domains_are_counted_by_the_driver_replay_and_kept(spark, log, where):
+    """A driver-replayed checkpoint takes its txn and domain bounds from the replay's own reading
+    of the log files (a checkpoint part's rows too, read afresh), and skips a kind's replay only
+    where the files hold none of it."""
+    log.commit(0, protocol(), metadata(), add("a"))
+    if where == "checkpoint":
+        log.commit(1, txn("app", 1, NOW), domain("user.d", "c"))
+        write_checkpoint(DeltaTable.forPath(spark, log.path).snapshot())
+    elif where == "tail":
+        spaced = json.dumps(txn("app", 1, NOW), separators=(" , ", " : "))
+        log.raw(f"{1:020d}.json", f"\n {spaced}\n" + json.dumps(domain("user.d", "c")) + "\n")
+    else:
+        log.commit(1, commit_info())
+    log.commit(2, add("b"))
+    driver_replay.clear_cache()  # the checkpoint's part is read, not a state held from before it
+
+    snapshot = DeltaTable.forPath(spark, log.path).snapshot()
+    state = snapshot._driver_file_state
+    assert state is not None and (where == "checkpoint") == (snapshot.segment.checkpoint is not None)
+    expected = 0 if where == "nowhere" else 1
+    assert state.counted.get("txn", 0) == expected and state.counted.get("domainMetadata", 0) == expected
+
+    result = write_checkpoint(snapshot)
+    kinds = _by_kind(_rows(log.log / "00000000000000000002.checkpoint.parquet"))
+    want_txn = [] if where == "nowhere" else [{"appId": "app", "version": 1, "lastUpdated": NOW}]
+    assert kinds.get("txn", []) == want_txn and result.numTransactions == len(want_txn)
+    assert [d["domain"] for d in kinds.get("domainMetadata", [])] == (
+        [] if where == "nowhere" else ["user.d"]
+    )
+    assert result.numOfAddFiles == 2
+
+
+def test_the_driver_replay_counts_the_file_actions_a_checkpoint_keeps():
+    """`FileState.checkpointed`: live files, and tombstones deleted after the cutoff (a tombstone
+    without a deletionTimestamp is as old as can be)."""
+    state = driver_replay.FileState("file:/t", False)
+    state.apply(0, True, ("a", ""), json.dumps({"path": "a"}))
+    state.apply(1, False, ("b", ""), json.dumps({"path": "b", "deletionTimestamp": 100}))
+    state.apply(1, False, ("c", ""), json.dumps({"path": "c", "deletionTimestamp": 300}))
+    state.apply(1, False, ("d", ""), json.dumps({"path": "d", "deletionTimestamp": None}))
+    assert [state.checkpointed(cutoff) for cutoff in (-1, 99, 100, 299, 300)] == [4, 3, 2, 2, 1]
 
 
 # ---- multi-part checkpoints ------------------------------------------------------------------------

@@ -59,6 +59,9 @@ DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 PARQUET_WEIGHT = 8
 
 FileKey = tuple[str, str]  # (canonical path, DV unique id)
+# Non-file actions the replay counts as it reads (`FileState.counted`).
+COUNTED_KINDS = ("txn", "domainMetadata")
+_COUNTED = {kind.lower(): kind for kind in COUNTED_KINDS}
 
 FRAME_SCHEMA = StructType(
     [
@@ -81,9 +84,14 @@ class FileState:
     deletion_vectors: bool  # whether the protocol allows them (an action with one is refused if not)
     entries: dict[FileKey, tuple[int, bool, str]] = field(default_factory=dict)
     chars: int = 0  # about the memory it holds, for the bounds
+    # How many actions of each `COUNTED_KINDS` kind the log files read hold (not reconciled): an
+    # upper bound of the live ones, so a checkpoint skips replaying a kind the log has none of.
+    counted: dict[str, int] = field(default_factory=dict)
 
     def copy(self) -> FileState:
-        return FileState(self.table_root, self.deletion_vectors, dict(self.entries), self.chars)
+        return FileState(
+            self.table_root, self.deletion_vectors, dict(self.entries), self.chars, dict(self.counted)
+        )
 
     def apply(self, version: int, is_add: bool, key: FileKey, action: str) -> None:
         held = self.entries.get(key)
@@ -109,6 +117,15 @@ class FileState:
                 return pair[0], pair[1]
             added[path] = (version, dv_id, action)
         return None
+
+    def checkpointed(self, cutoff_ms: int) -> int:
+        """How many file actions a checkpoint keeps: the live files and the tombstones deleted
+        after `cutoff_ms` (a missing `deletionTimestamp` counts as 0, as the Spark path reads it)."""
+        kept = 0
+        for _, is_add, action in self.entries.values():
+            if is_add or (json.loads(action).get("deletionTimestamp") or 0) > cutoff_ms:
+                kept += 1
+        return kept
 
     def rows(self) -> list[tuple[int, bool, str, str, str | None, str | None]]:
         """The reconciled rows, in `FRAME_SCHEMA` order."""
@@ -210,7 +227,7 @@ def replay(
         for f in files:
             version = checkpoint_version if f.is_checkpoint else f.version
             assert version is not None
-            for is_add, key, action in file_actions(storage, f, table_root, deletion_vectors):
+            for is_add, key, action in file_actions(storage, f, table_root, deletion_vectors, state.counted):
                 if f.is_checkpoint:
                     if key in checkpoint_keys:
                         raise UnclearError  # a damaged checkpoint: Spark's replay shows it as written
@@ -222,16 +239,23 @@ def replay(
 
 
 def file_actions(
-    storage: Storage, f: LogFile, root: str, deletion_vectors: bool
+    storage: Storage, f: LogFile, root: str, deletion_vectors: bool, counted: dict[str, int] | None = None
 ) -> Iterator[tuple[bool, FileKey, str]]:
     """`(is_add, key, action JSON)` of each file action of a log file, typed exactly as Spark's
-    replay reads it; `UnclearError` where the driver cannot be sure to (Spark then decides)."""
+    replay reads it; `UnclearError` where the driver cannot be sure to (Spark then decides).
+    `counted`, when given, is increased by the file's actions of each `COUNTED_KINDS` kind (any
+    spelling of the key, so that it bounds what Spark reads)."""
     if f.file_format == "parquet":
         data = storage.read_bytes(f.path)
         if data is None:
             raise UnclearError  # vanished since listing
-        for add, remove in _parquet_rows(data, f.path):
-            yield from _file_action(add, remove, root, deletion_vectors)
+        present: dict[str, int] = {}
+        kinds = {"add": schemas.ADD, "remove": schemas.REMOVE}
+        for row in parquet_actions(data, kinds, f.path, COUNTED_KINDS, present):
+            yield from _file_action(row["add"], row["remove"], root, deletion_vectors)
+        if counted is not None:
+            for kind, n in present.items():
+                counted[kind] = counted.get(kind, 0) + n
         return
     text = storage.read_text(f.path)
     if text is None or "\ufffd" in text:
@@ -240,6 +264,11 @@ def file_actions(
         if line.strip(" \t") == "":
             continue  # Spark's JSON reader skips blank lines
         parsed = json_object(line)
+        if counted is not None:
+            for name, value in parsed.items():
+                kind = _COUNTED.get(name.lower())
+                if kind is not None and value is not None:
+                    counted[kind] = counted.get(kind, 0) + 1
         yield from _file_action(parsed.get("add"), parsed.get("remove"), root, deletion_vectors)
 
 
@@ -259,12 +288,6 @@ def _file_action(
     if key is None:
         raise UnclearError
     yield is_add, (key, dv_unique_id_of(dv)), json.dumps(action, separators=(",", ":"))
-
-
-def _parquet_rows(data: bytes, path: str) -> Iterator[tuple[Any, Any]]:
-    """`(add, remove)` of each row of the parquet checkpoint part at `path`."""
-    for row in parquet_actions(data, {"add": schemas.ADD, "remove": schemas.REMOVE}, path):
-        yield row["add"], row["remove"]
 
 
 def listed_adds(state: FileState) -> list[Row]:

@@ -14,7 +14,7 @@ differs only in case (Spark matches names case-insensitively), is unclear.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql.types import (
@@ -97,11 +97,19 @@ def typed(value: Any, data_type: DataType) -> Any:
     raise UnclearError  # a type this module does not model
 
 
-def parquet_actions(data: bytes, kinds: dict[str, StructType], path: str) -> Iterator[dict[str, Any]]:
+def parquet_actions(
+    data: bytes,
+    kinds: dict[str, StructType],
+    path: str,
+    counted: Sequence[str] = (),
+    present: dict[str, int] | None = None,
+) -> Iterator[dict[str, Any]]:
     """Each row of a parquet checkpoint part, as `{kind: typed value or None}` for `kinds`
     (action name -> schema). `add.stats_parsed` is unclear too: the Spark path conforms it. Every
     column is decoded, wanted or not, so a part with a page that does not decode is never read as
-    valid: `UnreadableParquetError` naming `path`, the file `data` was read from."""
+    valid: `UnreadableParquetError` naming `path`, the file `data` was read from. `present` is
+    given the number of rows holding each `counted` kind (its non-null values, columns of any
+    spelling of the name added up), before the first row."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -125,6 +133,13 @@ def parquet_actions(data: bytes, kinds: dict[str, StructType], path: str) -> Ite
         table = parquet.read()
     except Exception as exc:  # pyarrow's OSError / ArrowException: a page that does not decode
         raise UnreadableParquetError(f"a page does not decode ({exc})", path) from None
+    if present is not None:
+        lowered = {kind.lower(): kind for kind in counted}
+        for i, name in enumerate(table.column_names):
+            kind = lowered.get(name.lower())
+            if kind is not None:
+                column = table.column(i)
+                present[kind] = present.get(kind, 0) + len(column) - column.null_count
     if not columns:
         return
     for row in table.select(columns).to_pylist():

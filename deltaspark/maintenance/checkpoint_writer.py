@@ -61,9 +61,9 @@ from deltaspark.log.json_checksum import checksum_of
 from deltaspark.log.last_checkpoint import LAST_CHECKPOINT_NAME
 from deltaspark.log.listing import list_log_files, read_last_checkpoint
 from deltaspark.log.reconciliation import JOIN_KEY, file_key
-from deltaspark.log.replay import CORRUPT_LINE, count_actions_bound
+from deltaspark.log.replay import count_actions_bound
 from deltaspark.log.segment import complete_checkpoints
-from deltaspark.spark_compat import is_connect, is_local, micros_timestamps
+from deltaspark.spark_compat import is_connect, micros_timestamps
 from deltaspark.spark_errors import eager
 from deltaspark.storage import FileStatus, Storage, join_path
 
@@ -175,11 +175,13 @@ def _plan(snapshot: Snapshot, actions_per_part: int | None, v2_format: str | Non
 
 
 def _literal(value: Any, data_type: DataType) -> Column:
-    """A Column holding a Python value as `data_type`, built from literals (no Python on executors)."""
+    """A Column holding a Python value as `data_type`: a struct as its JSON text parsed by Spark
+    (folded into a constant when planned: no Python on executors, and a handful of calls to the
+    JVM however many fields and map entries it has), other types as literals."""
     if value is None:
         return F.lit(None).cast(data_type)
     if isinstance(data_type, StructType):
-        return F.struct(*[_literal(value.get(f.name), f.dataType).alias(f.name) for f in data_type.fields])
+        return F.from_json(F.lit(json.dumps(value)), data_type)
     if isinstance(data_type, MapType):
         pairs = [c for k, v in value.items() for c in (F.lit(k), _literal(v, data_type.valueType))]
         return (F.create_map(*pairs) if pairs else F.create_map()).cast(data_type)
@@ -300,15 +302,15 @@ def _size(snapshot: Snapshot) -> dict[str, int]:
     its parts; and upper bounds of the txn and domainMetadata actions, so that a log without any
     skips their replays.
 
-    A small log replayed on the driver is counted exactly: its rows are a local relation, counted
-    without a job. Otherwise counting exactly would be one more replay of the log, so the actions
-    in the segment's files are counted instead, without parsing any (`count_actions_bound`).
+    A small log replayed on the driver is counted there, without a job: its file actions exactly,
+    the txn and domainMetadata actions its files hold as the replay read them. Otherwise counting
+    exactly would be one more replay of the log, so the actions in the segment's files are counted
+    instead, without parsing any (`count_actions_bound`).
     """
-    if snapshot._driver_replayed_rows is not None:
-        # held on the driver: counted there, as are the txn and domain lines of a log read there
-        exact = len(_checkpointed_rows(snapshot).select("is_add").collect())
-        small = {kind: _held_count(snapshot, kind) for kind in ("txn", "domainMetadata")}
-        return {"file_actions": exact, **small}
+    state = snapshot._driver_file_state
+    if state is not None:
+        small = {kind: state.counted.get(kind, 0) for kind in ("txn", "domainMetadata")}
+        return {"file_actions": state.checkpointed(snapshot.tombstoneRetentionCutoffMs()), **small}
     segment = snapshot.segment
     files: list[Any] = list(segment.tail_files)
     if segment.checkpoint is not None:
@@ -316,15 +318,6 @@ def _size(snapshot: Snapshot) -> dict[str, int]:
     files += snapshot._sidecars or []
     bounds = count_actions_bound(snapshot._spark, files, ["txn", "domainMetadata"])
     return {**bounds, "file_actions": bounds["actions"]}
-
-
-def _held_count(snapshot: Snapshot, kind: str) -> int:
-    """How many `kind` actions the segment holds, when its lines are held on the driver (counted
-    without a job); else 1, an upper bound that has the kind replayed."""
-    actions = snapshot.smallActions(kind)
-    if not is_local(actions):
-        return 1
-    return len(actions.where(F.col(kind).isNotNull() | F.col(CORRUPT_LINE)).select(kind).collect())
 
 
 def _observed(live: DataFrame) -> tuple[DataFrame, Observation]:
