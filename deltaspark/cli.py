@@ -1,10 +1,11 @@
 """`deltaspark` command line: describe, files, history, checkpoint, cleanup, vacuum, audit, repair and a demo.
 
-Runs on an embedded local Spark by default; `--master` points at a cluster, `--remote` at a
-Spark Connect server. Output is human-readable tables, or JSON with `--json` (listings as JSON
-lines, other results as one JSON document); `--quiet` prints nothing but errors. Spark's log lines
-and console progress bars stay out of the output; long commands show deltaspark's own progress
-on stderr when it is a terminal.
+Runs on an embedded local Spark by default, on spark-submit's cluster when spark-submit runs it
+(`jobs/deltaspark_cli.py`); `--master` points at a cluster, `--remote` at a Spark Connect server.
+Output is human-readable tables, or JSON with `--json` (listings as JSON lines, other results as
+one JSON document); `--quiet` prints nothing but errors. Spark's log lines and console progress
+bars stay out of the output; long commands show deltaspark's own progress on stderr when it is a
+terminal.
 
 Exit codes: 0 done; 1 findings (an audit with errors) or a failure (no table at the path, any
 error deltaspark or Spark raised), printed on stderr as one `deltaspark: ...` line; 2 bad usage
@@ -40,6 +41,12 @@ class UsageError(Exception):
     """Arguments argparse accepts but the command cannot use (exit code 2)."""
 
 
+def _under_spark_submit() -> bool:
+    """Whether this Python was started by spark-submit (its JVM is already running, configured
+    by spark-submit's options and spark-defaults.conf)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def _session(args: argparse.Namespace):  # noqa: ANN202 - SparkSession imported lazily
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -53,7 +60,10 @@ def _session(args: argparse.Namespace):  # noqa: ANN202 - SparkSession imported 
         builder = builder.remote(args.remote)
     else:
         # Spark's console progress bars would land in the middle of the output: off (--conf wins).
-        builder = builder.master(args.master).config("spark.ui.showConsoleProgress", "false")
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
+        master = args.master or (None if _under_spark_submit() else "local[*]")
+        if master is not None:  # under spark-submit, its --master (or spark-defaults.conf) decides
+            builder = builder.master(master)
         builder = builder.config("spark.sql.shuffle.partitions", "8")
     if starts_jvm:  # Spark's log lines, from the JVM's first one on: errors only (--verbose: WARN)
         java = cli_output.log4j_java_option(args.verbose)
@@ -571,7 +581,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="deltaspark", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action="version", version=_version_text())
-    parser.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+    parser.add_argument(
+        "--master",
+        help="Spark master (default: local[*], or spark-submit's --master when run by spark-submit)",
+    )
     parser.add_argument("--remote", help="Spark Connect URL, e.g. sc://host:15002")
     parser.add_argument("--conf", action="append", metavar="KEY=VALUE", help="extra Spark configuration")
     _add_output_options(parser, False)

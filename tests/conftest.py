@@ -23,6 +23,12 @@ DEFAULT_CONFORMANCE = REPO.parent / "shared" / "conformance" / "tables"
 # process of its own (launched by tests/test_spark_connect.py) with this variable set.
 CONNECT = os.environ.get("DELTASPARK_TEST_CONNECT") == "1"
 
+# The cluster run (launched by tests/test_cluster.py): the session's master is a standalone
+# cluster's, and deltaspark reaches its executors as a zip (`addPyFile`): their Python does not
+# have it installed.
+CLUSTER_MASTER = os.environ.get("DELTASPARK_TEST_MASTER")
+CLUSTER_PY_FILES = os.environ.get("DELTASPARK_TEST_PY_FILES")
+
 
 def pytest_collection_modifyitems(config, items):
     from deltaspark.spark_compat import PYSPARK_VERSION
@@ -59,9 +65,11 @@ def spark():
         return
     # A real catalog: Spark's Hive client with an embedded Derby metastore, in a temp folder.
     catalog_dir = tempfile.mkdtemp(prefix="deltaspark-metastore-")
+    builder = SparkSession.builder.master(CLUSTER_MASTER or "local[2]")
+    if CLUSTER_MASTER:  # one executor per worker (1 core each), within the workers' memory
+        builder = builder.config("spark.executor.memory", "640m").config("spark.executor.cores", "1")
     session = (
-        SparkSession.builder.master("local[2]")
-        .appName("deltaspark-tests")
+        builder.appName("deltaspark-tests")
         .enableHiveSupport()
         .config("spark.sql.warehouse.dir", os.path.join(catalog_dir, "warehouse"))
         .config(
@@ -78,6 +86,8 @@ def spark():
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
+    if CLUSTER_PY_FILES:
+        session.sparkContext.addPyFile(CLUSTER_PY_FILES)
     yield session
     session.stop()
     shutil.rmtree(catalog_dir, ignore_errors=True)

@@ -1,20 +1,13 @@
 """The scheduled checkpoint job (`jobs/checkpoint_job.py`) and the `checkpoint` / `cleanup` commands:
-in process on the test session, and submitted with `spark-submit` to a real standalone cluster."""
+in process on the test session (tests/test_cluster.py submits it to a standalone cluster)."""
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import json
 import os
-import re
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -134,136 +127,3 @@ def test_cli_checkpoint_and_cleanup(spark, tmp_path, capsys):
     assert sorted(n for n in os.listdir(log.log) if n.endswith(".json")) == [f"{4:020d}.json"]
     assert cli(["checkpoint", str(tmp_path / "nothing")]) == 1
     assert "TableNotFoundError" in capsys.readouterr().err
-
-
-# ---- spark-submit to a standalone cluster ----------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(check, timeout: float, what: str) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        with contextlib.suppress(Exception):
-            if check():
-                return
-        time.sleep(0.5)
-    raise TimeoutError(f"timed out waiting for {what}")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def standalone_cluster(tmp_path_factory):
-    """A Spark standalone master and one worker (1 core, 1 GiB) on 127.0.0.1, from the installed pyspark;
-    both are stopped (with their process groups) when the module's tests are done."""
-    import pyspark
-
-    spark_home = Path(pyspark.__file__).parent
-    work = tmp_path_factory.mktemp("standalone")
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(spark_home),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_LOG_DIR": str(work / "logs"),
-        "PYSPARK_PYTHON": sys.executable,
-    }
-    port, master_ui, worker_ui = _free_port(), _free_port(), _free_port()
-    spark_class = str(spark_home / "bin" / "spark-class")
-    processes = []
-    try:
-        processes.append(
-            subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
-                + ["--port", str(port), "--webui-port", str(master_ui)],
-                env=env,
-                stdout=open(work / "master.log", "wb"),  # noqa: SIM115 - closed with the process
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
-        url = f"spark://127.0.0.1:{port}"
-        _wait_for(
-            lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() or True, 120, "master"
-        )
-        processes.append(
-            subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1"]
-                + ["--cores", "1", "--memory", "1g", "--webui-port", str(worker_ui), "--work-dir", str(work)],
-                env=env,
-                stdout=open(work / "worker.log", "wb"),  # noqa: SIM115 - closed with the process
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        )
-
-        def worker_alive() -> bool:
-            with urllib.request.urlopen(f"http://127.0.0.1:{master_ui}/json/", timeout=2) as response:
-                return json.load(response).get("aliveworkers", 0) >= 1
-
-        _wait_for(worker_alive, 120, "the worker to register")
-        yield {"url": url, "env": env, "spark_home": spark_home, "work": work}
-    finally:
-        for proc in reversed(processes):
-            _stop(proc)
-
-
-# A real master, worker and executor JVM: the executor-side code is the same as in local mode,
-# which both suites run; the cluster launch itself runs in the 4.x suite.
-@pytest.mark.one_suite("4.x")
-def test_spark_submit_to_a_standalone_cluster(spark, standalone_cluster, tmp_path):
-    due = _table(tmp_path / "due", 10)
-    v2 = _table(tmp_path / "v2", 10, v2=True)
-    fresh = _table(tmp_path / "fresh", 2)
-    listing = tmp_path / "tables.txt"
-    listing.write_text("\n".join([due.path, v2.path, fresh.path]) + "\n")
-    summary = tmp_path / "summary.json"
-    cluster = standalone_cluster
-    env = {**cluster["env"], "PYSPARK_DRIVER_PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
-    command = [
-        str(cluster["spark_home"] / "bin" / "spark-submit"),
-        "--master",
-        cluster["url"],
-        "--conf",
-        "spark.executor.memory=512m",
-        "--conf",
-        "spark.driver.memory=1g",
-        "--conf",
-        "spark.ui.enabled=false",
-        "--conf",
-        "spark.sql.shuffle.partitions=4",
-        str(REPO / "jobs" / "checkpoint_job.py"),
-        "--paths-file",
-        str(listing),
-        "--output",
-        str(summary),
-    ]
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    assert "3 table(s): 3 ok, 0 failed" in proc.stdout
-    # The application really ran on the cluster: its executor was launched by the worker.
-    assert list(Path(cluster["work"]).glob("app-*/*/stderr")), "no executor ran on the worker"
-
-    tables = {Path(t["path"]).name: t for t in json.loads(summary.read_text())["tables"]}
-    assert tables["due"]["checkpoint"]["kind"] == "classic" and tables["v2"]["checkpoint"]["kind"] == "v2"
-    assert tables["fresh"]["checkpoint"] is None
-    for log, kind in ((due, "classic"), (v2, "uuid")):
-        snapshot = DeltaTable.forPath(spark, log.path).snapshot()
-        assert snapshot.version == 9 and snapshot.segment.checkpoint.version == 9
-        assert snapshot.segment.checkpoint.kind.value == kind and snapshot.segment.tail_files == ()
-        assert snapshot.summary()["numFiles"] == 10
-        assert [n for n in os.listdir(log.log) if re.fullmatch(r"\d{20}\.json", n)] == [f"{9:020d}.json"]
-    assert _checkpoints(fresh) == []

@@ -1,0 +1,262 @@
+"""Part of the suite on a real Spark standalone cluster, and the jobs and the CLI through spark-submit.
+
+A master and two workers (one core each) start from the installed pyspark (`tests/standalone.py`),
+so every task runs in an executor JVM of its own, with Python workers of its own: nothing a task
+needs can come from the driver's memory. deltaspark is not installed in the Python those workers
+run: it reaches them as a zip of the package, as a user ships it (`addPyFile`, `--py-files`). The
+tests in `CLUSTER_TESTS` run again in a child pytest whose session is the cluster's
+(`DELTASPARK_TEST_MASTER`, see conftest.py); the pyspark 4.x suite runs all of them, the 3.5 suite
+`SMOKE`. Both runs stop the cluster, with every process it started, when they end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import deltaspark
+from deltaspark import DeltaTable
+from deltaspark.spark_compat import PYSPARK_VERSION
+from tests.conftest import CLUSTER_MASTER, CONNECT, REPO
+from tests.standalone import Cluster, standalone_cluster
+from tests.test_checkpoint_job import _checkpoints as checkpoints_of
+from tests.test_checkpoint_job import _table as checkpoint_table
+
+# One or two tests per capability, each reaching the executors (Spark's replay and readers,
+# deletion vectors decoded and written in Python workers, Iceberg manifests read and written there).
+CLUSTER_TESTS = {
+    "the shipped package": [
+        "tests/test_cluster.py::test_executors_import_deltaspark_from_the_shipped_zip",
+    ],
+    "reads: deletion vectors, column mapping, row tracking": [
+        "tests/test_read.py::test_deletion_vectors_inline_relative_and_absolute[spark]",
+        "tests/test_read.py::test_nested_column_mapping",
+        "tests/test_read.py::test_row_tracking_ids_and_commit_versions",
+        "tests/test_delete_with_deletion_vectors.py::test_deletes_and_updates_through_the_distributed_reader",
+    ],
+    "writes": [
+        "tests/test_writes.py::test_partition_values_of_every_type_round_trip",
+        "tests/test_column_mapping_writes.py::test_rows_written_under_physical_names_and_field_ids[id]",
+    ],
+    "delete, update, merge": [
+        "tests/test_writes.py::test_delete_rewrites_only_what_it_must",
+        "tests/test_update.py::test_update_matches_a_spark_oracle_and_delta_rs[deletion-vectors]",
+        "tests/test_merge.py::test_each_clause_kind_on_both_paths",
+    ],
+    "optimize": [
+        "tests/test_optimize.py::test_purge_and_compaction_drop_deleted_rows_keeping_row_ids",
+        "tests/test_optimize.py::test_zorder_makes_point_lookups_skip_files_on_each_column",
+    ],
+    "checkpoint and cleanup": [
+        "tests/test_checkpoint_writer.py::test_multi_part_parts_are_spark_hash_partitions_of_the_join_key[broadcast]",
+        "tests/test_checkpoint_writer.py::test_multi_part_parts_are_spark_hash_partitions_of_the_join_key[union]",
+        "tests/test_log_cleanup.py::test_cleanup_keeps_the_newest_checkpoint_before_the_cutoff_and_everything_after_it",
+    ],
+    "vacuum": [
+        "tests/test_vacuum.py::test_full_vacuum_deletes_exactly_what_the_rules_say",
+        "tests/test_vacuum.py::test_inventory_replaces_the_listing",
+    ],
+    "audit": [
+        "tests/test_audit.py::test_a_healthy_table_passes_every_check",
+    ],
+    "Iceberg: read and export": [
+        "tests/test_iceberg_read.py::test_equality_deletes_on_an_evolved_schema",
+        "tests/test_iceberg_read.py::test_row_lineage_inherited_and_materialized",
+        "tests/test_iceberg_export.py::test_deletion_vectors_and_row_lineage_in_format_3",
+    ],
+    "a table by name": [
+        "tests/test_catalog.py::test_write_by_name_creates_a_managed_location_and_appends",
+    ],
+}
+# The pyspark 3.5 suite's smoke run: the executor-side code is the same on both versions.
+SMOKE = [
+    "tests/test_cluster.py::test_executors_import_deltaspark_from_the_shipped_zip",
+    "tests/test_read.py::test_deletion_vectors_inline_relative_and_absolute[spark]",
+    "tests/test_merge.py::test_each_clause_kind_on_both_paths",
+    "tests/test_audit.py::test_a_healthy_table_passes_every_check",
+]
+
+pytestmark = pytest.mark.skipif(CONNECT, reason="a classic session's test (the Connect run has its own)")
+
+
+def _worker_python(folder: Path) -> Path:
+    """A Python for the workers with this interpreter's packages (pyarrow, pyroaring, pandas)
+    but without deltaspark: a venv whose path file names this interpreter's site-packages folder,
+    whose own path files (the editable install of deltaspark) are therefore not run."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    python = folder / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    Path(site, "driver-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
+
+
+def _package_zip(path: Path) -> Path:
+    """deltaspark's modules as a zip, as a wheel of it holds them."""
+    root = Path(deltaspark.__file__).parent
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for module in sorted(root.rglob("*.py")):
+            archive.write(module, module.relative_to(root.parent).as_posix())
+    return path
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory) -> dict[str, Path]:
+    work = tmp_path_factory.mktemp("shipped")
+    python = _worker_python(work / "worker-venv")
+    probe = "import pyarrow, pyroaring\ntry:\n    import deltaspark\nexcept ImportError:\n    print('absent')"
+    check = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, cwd=work)
+    assert check.returncode == 0 and check.stdout.strip() == "absent", check.stdout + check.stderr
+    return {"python": python, "zip": _package_zip(work / "deltaspark.zip")}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, shipped) -> Iterator[Cluster]:
+    work = tmp_path_factory.mktemp("standalone")
+    with standalone_cluster(work, workers=2, python=str(shipped["python"])) as started:
+        yield started
+
+
+@pytest.mark.skipif(CLUSTER_MASTER is None, reason="runs in the cluster run, which the test below launches")
+def test_executors_import_deltaspark_from_the_shipped_zip(spark):
+    """Every executor's Python finds deltaspark in the zip the session shipped, not installed."""
+    found = (
+        spark.sparkContext.parallelize(range(8), 8)
+        .map(lambda _: (__import__("socket").gethostname(), __import__("deltaspark").__file__))
+        .collect()
+    )
+    assert all(".zip" in path for _, path in found), found
+
+
+@pytest.mark.skipif(CLUSTER_MASTER is not None, reason="the cluster run itself")
+def test_the_cluster_part_of_the_suite_passes_on_a_standalone_cluster(cluster, shipped):
+    ids = [i for group in CLUSTER_TESTS.values() for i in group] if PYSPARK_VERSION >= (4, 0) else SMOKE
+    env = {
+        **os.environ,
+        "DELTASPARK_TEST_MASTER": cluster.url,
+        "DELTASPARK_TEST_PY_FILES": str(shipped["zip"]),
+        "PYSPARK_PYTHON": str(shipped["python"]),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=0", *ids],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2400,
+    )
+    output = proc.stdout.strip()
+    summary = output.splitlines()[-1] if output else ""
+    assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-3000:]
+    assert "skipped" not in summary and "failed" not in summary and "error" not in summary, summary
+    # Each id ran (a parametrized one as several tests); the executors were the workers' own.
+    assert len(re.findall(r"^\S+ call +tests/", output, re.M)) >= len(ids), output[-4000:]
+    executors = cluster.executor_dirs()
+    assert len({p.parent.name for p in executors}) >= 2, executors
+    print(summary)
+
+
+def _table(spark, path: Path, dvs: bool) -> str:
+    """A small partitioned table with a delete (a deletion vector when `dvs`) and a few commits."""
+    columns = ("id", "id % 4 AS p", "CAST(id AS STRING) AS s")
+    properties = {"delta.enableDeletionVectors": "true"} if dvs else {}
+    rows = spark.range(0, 400, numPartitions=2).selectExpr(*columns)
+    deltaspark.write(rows, str(path), partitionBy=["p"], properties=properties)
+    for i in range(3):
+        deltaspark.write(spark.range(400 + 10 * i, 410 + 10 * i).selectExpr(*columns), str(path))
+    DeltaTable.forPath(spark, str(path)).delete("id < 30")
+    return str(path)
+
+
+@pytest.mark.one_suite("4.x")
+@pytest.mark.skipif(CLUSTER_MASTER is not None, reason="the cluster run itself")
+def test_the_jobs_and_the_cli_run_through_spark_submit_with_the_package_shipped(
+    spark, cluster, shipped, tmp_path
+):
+    """The three jobs and the command line, submitted to the cluster with `--py-files`: neither the
+    driver's Python nor the workers' has deltaspark installed."""
+    before = {p.parent.parent.name for p in cluster.executor_dirs()}
+    tables = [_table(spark, tmp_path / "dv", True), _table(spark, tmp_path / "cow", False)]
+    listing = tmp_path / "tables.txt"
+    listing.write_text("\n".join(tables) + "\n")
+    env = {**cluster.env, "PYSPARK_DRIVER_PYTHON": str(shipped["python"])}
+    env.pop("PYTHONPATH", None)
+
+    def submit(script: str, *args: str) -> subprocess.CompletedProcess:
+        command = [
+            str(cluster.spark_home / "bin" / "spark-submit"),
+            "--master",
+            cluster.url,
+            "--py-files",
+            str(shipped["zip"]),
+            "--conf",
+            "spark.executor.memory=640m",
+            "--conf",
+            "spark.cores.max=1",  # one executor: an application's start-up is most of its time
+            "--conf",
+            "spark.ui.enabled=false",
+            str(REPO / "jobs" / script),
+            *args,
+        ]
+        proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+        assert proc.returncode == 0, script + "\n" + proc.stdout[-3000:] + proc.stderr[-5000:]
+        return proc
+
+    # The checkpoint job: due tables (classic and V2) checkpointed and their old commits cleaned up,
+    # a fresh one left alone.
+    due, v2, fresh = (
+        checkpoint_table(tmp_path / n, c, v2=n == "v2") for n, c in (("due", 10), ("v2", 10), ("fresh", 2))
+    )
+    due_list = tmp_path / "due.txt"
+    due_list.write_text("\n".join([due.path, v2.path, fresh.path, *tables]) + "\n")
+    proc = submit(
+        "checkpoint_job.py",
+        "--interval",
+        "4",
+        "--paths-file",
+        str(due_list),
+        "--output",
+        str(tmp_path / "ckpt.json"),
+    )
+    assert "5 table(s): 5 ok, 0 failed" in proc.stdout, proc.stdout[-3000:]
+    done = {
+        Path(t["path"]).name: t["checkpoint"]
+        for t in json.loads((tmp_path / "ckpt.json").read_text())["tables"]
+    }
+    assert (done["due"]["kind"], done["v2"]["kind"], done["fresh"]) == ("classic", "v2", None), done
+    assert (done["dv"]["version"], done["cow"]["version"]) == (4, 4), done
+    for log, kind in ((due, "classic"), (v2, "uuid")):
+        snapshot = DeltaTable.forPath(spark, log.path).snapshot()
+        assert snapshot.version == 9 and snapshot.segment.checkpoint.version == 9
+        assert snapshot.segment.checkpoint.kind.value == kind and snapshot.segment.tail_files == ()
+        assert snapshot.summary()["numFiles"] == 10
+        assert [n for n in os.listdir(log.log) if re.fullmatch(r"\d{20}\.json", n)] == [f"{9:020d}.json"]
+    assert checkpoints_of(fresh) == []
+
+    submit("audit_job.py", "--paths-file", str(listing), "--output", str(tmp_path / "audit.json"))
+    audits = json.loads((tmp_path / "audit.json").read_text())
+    assert [a["status"] for a in audits["tables"]] == ["passed", "passed"], audits
+
+    submit("sync_iceberg.py", tables[1], "--output", str(tmp_path / "sync.json"))
+    synced = json.loads((tmp_path / "sync.json").read_text())
+    assert [t["status"] for t in synced["tables"]] == ["ok"], synced
+    assert list((Path(tables[1]) / "metadata").glob("*.metadata.json")), "no Iceberg metadata written"
+
+    cli = submit("deltaspark_cli.py", "describe", tables[0], "--json")
+    assert json.loads(cli.stdout)["version"] == 4
+    # Every application ran its tasks on the workers' executors.
+    applications = {p.parent.parent.name for p in cluster.executor_dirs()}
+    assert len(applications - before) == 4, applications  # the three jobs and the CLI
