@@ -41,6 +41,21 @@ class UsageError(Exception):
     """Arguments argparse accepts but the command cannot use (exit code 2)."""
 
 
+# A long session plans many queries, whose generated code the JIT compiles into the JVM's code
+# cache; at Java's default (240 MiB) a long run of small tables can fill it, and the JVM then stops
+# compiling ("CodeCache is full. Compiler has been disabled"): every later plan runs interpreted.
+CODE_CACHE_OPTION = "-XX:ReservedCodeCacheSize=512m"
+
+
+def driver_java_options(log4j: str, given: str | None) -> str:
+    """The JVM options of a driver the CLI starts: its log configuration, a larger code cache
+    unless `given` (the user's `--conf spark.driver.extraJavaOptions=...`) sets one, then `given`."""
+    options = [log4j]
+    if not given or "ReservedCodeCacheSize" not in given:
+        options.append(CODE_CACHE_OPTION)
+    return " ".join([*options, given] if given else options)
+
+
 def _under_spark_submit() -> bool:
     """Whether this Python was started by spark-submit (its JVM is already running, configured
     by spark-submit's options and spark-defaults.conf)."""
@@ -68,7 +83,7 @@ def _session(args: argparse.Namespace):  # noqa: ANN202 - SparkSession imported 
     if starts_jvm:  # Spark's log lines, from the JVM's first one on: errors only (--verbose: WARN)
         java = cli_output.log4j_java_option(args.verbose)
         given = conf.get("spark.driver.extraJavaOptions")
-        conf["spark.driver.extraJavaOptions"] = f"{java} {given}" if given else java
+        conf["spark.driver.extraJavaOptions"] = driver_java_options(java, given)
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -274,3 +274,12 @@ def test_delete_and_restore_from_the_command_line(spark, tmp_path, capsys):
     assert (exported["deltaVersion"], exported["dataFiles"], exported["written"]) == (0, 1, True)
     assert main(["iceberg", "export", str(plain)]) == 0
     assert "already describes version 0; nothing written" in capsys.readouterr().out
+
+
+def test_a_driver_the_cli_starts_gets_a_larger_code_cache_unless_the_user_sets_one():
+    from deltaspark.cli import driver_java_options
+
+    assert driver_java_options("-Dlog", None) == "-Dlog -XX:ReservedCodeCacheSize=512m"
+    assert driver_java_options("-Dlog", "-Dx=1") == "-Dlog -XX:ReservedCodeCacheSize=512m -Dx=1"
+    mine = "-XX:ReservedCodeCacheSize=1g"
+    assert driver_java_options("-Dlog", mine) == f"-Dlog {mine}"

@@ -60,8 +60,9 @@ def _commits(table: Path) -> dict[int, list[dict]]:
 
 
 # Three processes racing on the file system (each a Spark session of its own, ~2 minutes): run in the
-# 4.x suite; the conflict rules themselves run in process on both suites (tests/test_transactions.py).
-@pytest.mark.one_suite("4.x")
+# 3.5 suite, which has the time (the 4.x suite runs the cluster run); the conflict rules themselves
+# run in process on both suites (tests/test_transactions.py).
+@pytest.mark.one_suite("3.5")
 def test_processes_committing_at_once(spark, tmp_path):
     table = tmp_path / "t"
     write(
@@ -122,7 +123,7 @@ def test_processes_committing_at_once(spark, tmp_path):
     print("outcomes:", sorted(((r["op"], r["version"], r["error"]) for r in results), key=repr))
 
 
-@pytest.mark.one_suite("4.x")
+@pytest.mark.one_suite("3.5")
 def test_merges_of_disjoint_partitions_and_appends_racing(spark, tmp_path):
     """Two processes, each merging into its own partition and then appending to it: every merge
     reads only its partition's files within its key range, so nothing conflicts in any order."""
@@ -143,7 +144,7 @@ def test_merges_of_disjoint_partitions_and_appends_racing(spark, tmp_path):
     assert rows == {(1, "y"), (2, "x"), (1000, "x"), (1001, "x"), (0, "y"), (2000, "y"), (2001, "y")}
 
 
-@pytest.mark.one_suite("4.x")
+@pytest.mark.one_suite("3.5")
 def test_optimize_racing_appends_and_a_delete(spark, tmp_path):
     """OPTIMIZE runs at snapshot isolation: appends racing it always commit; of a delete and an
     OPTIMIZE of the same files, the one that commits second fails with a named conflict when the
