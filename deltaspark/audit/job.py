@@ -82,7 +82,10 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:  # noqa: ANN001
                     "*",
                 )
             )
-        return {"status": "passed" if report.passed else "failed", **report.summary}
+        summary = {"status": "passed" if report.passed else "failed", **report.summary}
+        if not args.findings:  # what the audit cached is done with: a long job must not keep it
+            report.unpersist()
+        return summary
 
     # a table that cannot be audited (missing, unreadable) is an "error", not a "failed" audit
     results = each_table(spark, paths, audit_one, error_status="error")
