@@ -36,16 +36,11 @@ EDGE = 20  # tables compared at each end
 
 
 def _session(code_cache: str | None) -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    """`local[2]` with Spark's defaults, as `benchmarks/small.py` starts its default session."""
+    from benchmarks.small import _start
 
-    builder = SparkSession.builder.master("local[2]").appName("deltaspark-long-job")
-    builder = builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-    if code_cache:
-        builder = builder.config("spark.driver.extraJavaOptions", f"-XX:ReservedCodeCacheSize={code_cache}")
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    confs = {"spark.driver.extraJavaOptions": f"-XX:ReservedCodeCacheSize={code_cache}"} if code_cache else {}
+    return _start("local[2]", confs)[0]
 
 
 def _template(spark: Any, path: Path) -> None:

@@ -255,10 +255,9 @@ def test_feature_lists_are_non_null_exactly_for_reader_3_and_writer_7(spark, log
     assert (row["readerFeatures"], row["writerFeatures"]) == expected
 
 
-@pytest.mark.parametrize("where", ["checkpoint", "tail", "nowhere"])
-def test_txns_and_domains_are_bounded_from_the_log_files_and_kept(spark, log, spark_replay, where):
-    """A Spark-replayed checkpoint skips the txn and domain replays only when the log's files hold
-    none; a txn spelled with spaces, after a blank line, or in an earlier checkpoint is found."""
+def _log_with_a_txn_and_a_domain(spark, log: LogBuilder, where: str) -> None:
+    """Version 2 of a log whose txn and domain are in a checkpoint at version 1, in a commit of the
+    tail (the txn spelled with spaces, after a blank line), or nowhere."""
     log.commit(0, protocol(), metadata(), add("a"))
     if where == "checkpoint":
         log.commit(1, txn("app", 1, NOW), domain("user.d", "c"))
@@ -269,6 +268,26 @@ def test_txns_and_domains_are_bounded_from_the_log_files_and_kept(spark, log, sp
     else:
         log.commit(1, commit_info())
     log.commit(2, add("b"))
+
+
+def _checkpoint_keeping_the_txn_and_the_domain(snapshot, log: LogBuilder, where: str):
+    """Checkpoints `snapshot` (version 2 of `_log_with_a_txn_and_a_domain`) and checks the txn and
+    the domain are in it unless they were nowhere; the result and the checkpoint's actions."""
+    result = write_checkpoint(snapshot)
+    kinds = _by_kind(_rows(log.log / "00000000000000000002.checkpoint.parquet"))
+    want_txn = [] if where == "nowhere" else [{"appId": "app", "version": 1, "lastUpdated": NOW}]
+    assert kinds.get("txn", []) == want_txn and result.numTransactions == len(want_txn)
+    assert [d["domain"] for d in kinds.get("domainMetadata", [])] == (
+        [] if where == "nowhere" else ["user.d"]
+    )
+    return result, kinds
+
+
+@pytest.mark.parametrize("where", ["checkpoint", "tail", "nowhere"])
+def test_txns_and_domains_are_bounded_from_the_log_files_and_kept(spark, log, spark_replay, where):
+    """A Spark-replayed checkpoint skips the txn and domain replays only when the log's files hold
+    none; a txn spelled with spaces, after a blank line, or in an earlier checkpoint is found."""
+    _log_with_a_txn_and_a_domain(spark, log, where)
 
     snapshot = DeltaTable.forPath(spark, log.path).snapshot()
     files = [
@@ -283,13 +302,7 @@ def test_txns_and_domains_are_bounded_from_the_log_files_and_kept(spark, log, sp
     expected = 0 if where == "nowhere" else 1
     assert (bounds["txn"], bounds["domainMetadata"]) == (expected, expected)
 
-    result = write_checkpoint(snapshot)
-    kinds = _by_kind(_rows(log.log / "00000000000000000002.checkpoint.parquet"))
-    want_txn = [] if where == "nowhere" else [{"appId": "app", "version": 1, "lastUpdated": NOW}]
-    assert kinds.get("txn", []) == want_txn and result.numTransactions == len(want_txn)
-    assert [d["domain"] for d in kinds.get("domainMetadata", [])] == (
-        [] if where == "nowhere" else ["user.d"]
-    )
+    result, kinds = _checkpoint_keeping_the_txn_and_the_domain(snapshot, log, where)
     assert sorted(a["path"] for a in kinds["add"]) == ["a", "b"]
 
 
@@ -298,16 +311,7 @@ def test_txns_and_domains_are_counted_by_the_driver_replay_and_kept(spark, log, 
     """A driver-replayed checkpoint takes its txn and domain bounds from the replay's own reading
     of the log files (a checkpoint part's rows too, read afresh), and skips a kind's replay only
     where the files hold none of it."""
-    log.commit(0, protocol(), metadata(), add("a"))
-    if where == "checkpoint":
-        log.commit(1, txn("app", 1, NOW), domain("user.d", "c"))
-        write_checkpoint(DeltaTable.forPath(spark, log.path).snapshot())
-    elif where == "tail":
-        spaced = json.dumps(txn("app", 1, NOW), separators=(" , ", " : "))
-        log.raw(f"{1:020d}.json", f"\n {spaced}\n" + json.dumps(domain("user.d", "c")) + "\n")
-    else:
-        log.commit(1, commit_info())
-    log.commit(2, add("b"))
+    _log_with_a_txn_and_a_domain(spark, log, where)
     driver_replay.clear_cache()  # the checkpoint's part is read, not a state held from before it
 
     snapshot = DeltaTable.forPath(spark, log.path).snapshot()
@@ -316,13 +320,7 @@ def test_txns_and_domains_are_counted_by_the_driver_replay_and_kept(spark, log, 
     expected = 0 if where == "nowhere" else 1
     assert state.counted.get("txn", 0) == expected and state.counted.get("domainMetadata", 0) == expected
 
-    result = write_checkpoint(snapshot)
-    kinds = _by_kind(_rows(log.log / "00000000000000000002.checkpoint.parquet"))
-    want_txn = [] if where == "nowhere" else [{"appId": "app", "version": 1, "lastUpdated": NOW}]
-    assert kinds.get("txn", []) == want_txn and result.numTransactions == len(want_txn)
-    assert [d["domain"] for d in kinds.get("domainMetadata", [])] == (
-        [] if where == "nowhere" else ["user.d"]
-    )
+    result, kinds = _checkpoint_keeping_the_txn_and_the_domain(snapshot, log, where)
     assert result.numOfAddFiles == 2
 
 

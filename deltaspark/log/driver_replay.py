@@ -249,13 +249,9 @@ def file_actions(
         data = storage.read_bytes(f.path)
         if data is None:
             raise UnclearError  # vanished since listing
-        present: dict[str, int] = {}
         kinds = {"add": schemas.ADD, "remove": schemas.REMOVE}
-        for row in parquet_actions(data, kinds, f.path, COUNTED_KINDS, present):
+        for row in parquet_actions(data, kinds, f.path, COUNTED_KINDS, counted):
             yield from _file_action(row["add"], row["remove"], root, deletion_vectors)
-        if counted is not None:
-            for kind, n in present.items():
-                counted[kind] = counted.get(kind, 0) + n
         return
     text = storage.read_text(f.path)
     if text is None or "\ufffd" in text:

@@ -107,9 +107,9 @@ def parquet_actions(
     """Each row of a parquet checkpoint part, as `{kind: typed value or None}` for `kinds`
     (action name -> schema). `add.stats_parsed` is unclear too: the Spark path conforms it. Every
     column is decoded, wanted or not, so a part with a page that does not decode is never read as
-    valid: `UnreadableParquetError` naming `path`, the file `data` was read from. `present` is
-    given the number of rows holding each `counted` kind (its non-null values, columns of any
-    spelling of the name added up), before the first row."""
+    valid: `UnreadableParquetError` naming `path`, the file `data` was read from. `present`, when
+    given, is increased by the number of rows holding each `counted` kind (its non-null values,
+    columns of any spelling of the name added up), before the first row."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
