@@ -37,11 +37,16 @@ class _FolderCatalog(NoopCatalog):
 
 
 def create_table(
-    path: Path, schema: Any, partition_spec: Any = UNPARTITIONED_PARTITION_SPEC, format_version: int = 2
+    path: Path | str,
+    schema: Any,
+    partition_spec: Any = UNPARTITIONED_PARTITION_SPEC,
+    format_version: int = 2,
+    io_properties: dict[str, str] | None = None,
 ) -> Table:
-    """An empty pyiceberg table at `path` (a pyiceberg `Schema`); `append` and other writes commit
-    to the folder."""
-    location = str(path)
+    """An empty pyiceberg table at `path` (a folder, or a location such as `s3://bucket/t` with the
+    pyiceberg `io_properties` that reach it) of a pyiceberg `Schema`; `append` and other writes
+    commit to the folder."""
+    location = str(path).rstrip("/")
     metadata = new_table_metadata(
         location=location,
         schema=schema,
@@ -50,10 +55,10 @@ def create_table(
         properties={"format-version": str(format_version)},
     )
     metadata_location = _metadata_path(location, 0)
-    io = load_file_io(location=metadata_location)
+    io = load_file_io(io_properties or {}, location=metadata_location)
     ToOutputFile.table_metadata(metadata, io.new_output(metadata_location))
     return Table(
-        identifier=("folder", path.name),
+        identifier=("folder", location.rsplit("/", 1)[-1]),
         metadata=metadata,
         metadata_location=metadata_location,
         io=io,

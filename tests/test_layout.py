@@ -20,7 +20,7 @@ LAYERS = [
     ("display",),  # notebook HTML of the objects: imports none of them
     ("spark_compat",),
     ("spark_errors",),
-    ("storage",),
+    ("storage", "file_io"),  # file_io: pyarrow.fs from the session's Hadoop settings
     ("catalog",),  # names -> locations in Spark's session catalog
     ("features",),
     ("log",),

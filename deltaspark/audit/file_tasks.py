@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from deltaspark.features import dv_codec
+from deltaspark.file_io import carry_settings
 
 FINDING_NAMES = ["check", "severity", "version", "path", "detail", "value"]
 FIELD_ID = b"PARQUET:field_id"
@@ -32,7 +33,7 @@ def _schema() -> Any:
 
 def _filesystems() -> Callable[[str], tuple[Any, str]]:
     """`open_file`, with one filesystem object per scheme and authority within a task."""
-    from deltaspark.read.arrow_file_reader import open_file
+    from deltaspark.file_io import open_file
 
     cache: dict[str, tuple[Any, str]] = {}
 
@@ -87,7 +88,7 @@ def stat_batches(check: str, what: str) -> Callable[[Iterator[Any]], Iterator[An
                     out.append((check, "error", row["version"], path, detail, float(size)))
             yield emit_findings(out)
 
-    return run
+    return carry_settings(run)
 
 
 # ---- deletion vectors ------------------------------------------------------------------------------
@@ -108,7 +109,7 @@ def dv_batches(table_root: str) -> Callable[[Iterator[Any]], Iterator[Any]]:
                     )
             yield emit_findings(out)
 
-    return run
+    return carry_settings(run)
 
 
 def _dv_problem(row: dict[str, Any], table_root: str, fs_for: Callable[[str], tuple[Any, str]]) -> str | None:
@@ -288,4 +289,4 @@ def footer_batches(columns: list[dict[str, Any]]) -> Callable[[Iterator[Any]], I
                         )
             yield emit_findings(out)
 
-    return run
+    return carry_settings(run)

@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from deltaspark.file_io import carry_settings
 from deltaspark.iceberg.relocation import PathMap
 from deltaspark.iceberg.types import to_json
 
@@ -93,7 +94,7 @@ class ManifestDecodeError(Exception):
 def _open_avro(path: str) -> Any:
     import fastavro
 
-    from deltaspark.read.arrow_file_reader import open_file
+    from deltaspark.file_io import open_file
 
     try:
         filesystem, local = open_file(path)
@@ -152,7 +153,7 @@ def manifest_list_decoder(paths: PathMap):  # noqa: ANN201 - a mapInArrow functi
                 if out:
                     yield pa.RecordBatch.from_pylist(out, schema=MANIFEST_SCHEMA)
 
-    return decode
+    return carry_settings(decode)
 
 
 def _summaries(value: Any) -> list[dict[str, Any]] | None:
@@ -242,7 +243,7 @@ def manifest_decoder(paths: PathMap, specs: dict[int, list[list[Any]]]):  # noqa
                 for start in range(0, len(rows), 8192):
                     yield pa.RecordBatch.from_pylist(rows[start : start + 8192], schema=ENTRY_SCHEMA)
 
-    return decode
+    return carry_settings(decode)
 
 
 def _entries(manifest: dict[str, Any], paths: PathMap, specs: dict[int, list[list[Any]]]):  # noqa: ANN202

@@ -18,10 +18,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from deltaspark.features import dv_codec
+from deltaspark.file_io import carry_settings, open_file
 from deltaspark.iceberg import puffin
 from deltaspark.iceberg.relocation import PathMap, match_key
 from deltaspark.iceberg.types import from_json
-from deltaspark.read.arrow_file_reader import FIELD_ID, open_file
+from deltaspark.read.arrow_file_reader import FIELD_ID
 
 ROW_ID_FIELD_ID = 2147483540
 LAST_UPDATED_FIELD_ID = 2147483539
@@ -256,7 +257,7 @@ def row_counter():  # noqa: ANN201 - a mapInArrow function
                 deleted += bitmap.rank(records - 1) if records > 0 else 0
             yield pa.RecordBatch.from_pydict({"rows": [rows], "deleted": [deleted]})
 
-    return count
+    return carry_settings(count)
 
 
 # ---- the task function ---------------------------------------------------------------------------
@@ -284,7 +285,7 @@ def data_file_reader(
             for row in batch.to_pylist():
                 yield from _read_one(row, schema, target, mapping, identity, extras, required_ids)
 
-    return read
+    return carry_settings(read)
 
 
 def _materialized_or(stored: Any, inherited: pa.Array) -> pa.Array:
@@ -407,4 +408,4 @@ def position_delete_reader(paths: PathMap):  # noqa: ANN201 - a mapInArrow funct
                 ).filter(pc.is_valid(keys))
                 yield from out.to_batches(max_chunksize=65536)
 
-    return read
+    return carry_settings(read)

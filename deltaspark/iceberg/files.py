@@ -7,15 +7,24 @@ from __future__ import annotations
 import gzip
 from typing import Any
 
-from deltaspark.errors import StorageError
-from deltaspark.read.arrow_file_reader import open_file
+from deltaspark.errors import PermissionDeniedError, StorageError
+from deltaspark.file_io import open_file
 
 
 def _fs(path: str) -> tuple[Any, str]:
     try:
         return open_file(path)
     except Exception as exc:  # unknown scheme, missing credentials
-        raise StorageError(f"Cannot open {path} with pyarrow.fs: {exc}") from exc
+        raise StorageError(path, f"pyarrow.fs cannot open it ({exc})") from exc
+
+
+def _refused(path: str, exc: OSError) -> StorageError:
+    """The store's refusal (denied, unreachable) as deltaspark's error, naming the path."""
+    text = str(exc)
+    kind = (
+        PermissionDeniedError if "ACCESS_DENIED" in text or isinstance(exc, PermissionError) else StorageError
+    )
+    return kind(path, f"cannot read it ({text})")
 
 
 def list_names(directory: str) -> list[str] | None:
@@ -23,10 +32,13 @@ def list_names(directory: str) -> list[str] | None:
     from pyarrow import fs
 
     filesystem, path = _fs(directory)
-    info = filesystem.get_file_info(path)
-    if info.type != fs.FileType.Directory:
-        return None
-    entries = filesystem.get_file_info(fs.FileSelector(path, recursive=False))
+    try:
+        info = filesystem.get_file_info(path)
+        if info.type != fs.FileType.Directory:
+            return None
+        entries = filesystem.get_file_info(fs.FileSelector(path, recursive=False))
+    except OSError as exc:
+        raise _refused(directory, exc) from exc
     return sorted(e.base_name for e in entries if e.type == fs.FileType.File)
 
 
@@ -38,6 +50,8 @@ def read_bytes(path: str) -> bytes | None:
             return handle.read()
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise _refused(path, exc) from exc
 
 
 def decompress(path: str, data: bytes) -> bytes:

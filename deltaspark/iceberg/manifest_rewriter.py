@@ -17,8 +17,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from deltaspark.file_io import carry_settings, open_file
 from deltaspark.iceberg.avro_decode import _open_avro, _records
-from deltaspark.read.arrow_file_reader import open_file
 
 EXISTING, DELETED = 0, 2
 
@@ -118,4 +118,4 @@ def manifest_rewriter(snapshot_id: int, metadata_dir: str):  # noqa: ANN201 - a 
         if out:
             yield pa.RecordBatch.from_pylist(out, schema=REWRITTEN_ROW)
 
-    return run
+    return carry_settings(run)

@@ -24,8 +24,8 @@ import pyarrow as pa
 
 from deltaspark.errors import DeltaSparkError
 from deltaspark.features import dv_codec
+from deltaspark.file_io import carry_settings, open_file
 from deltaspark.iceberg import avro_encode
-from deltaspark.read.arrow_file_reader import open_file
 
 MANIFEST_ROW = pa.schema(
     [
@@ -307,4 +307,4 @@ def manifest_writer(
         if out:
             yield pa.RecordBatch.from_pylist(out, schema=MANIFEST_ROW)
 
-    return run
+    return carry_settings(run)

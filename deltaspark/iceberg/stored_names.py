@@ -25,8 +25,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from deltaspark.file_io import carry_settings, open_file
 from deltaspark.iceberg.data_reader import IcebergReadError, stored_id
-from deltaspark.read.arrow_file_reader import open_file
 
 NAMES_FIELD = pa.field("names", pa.string())
 Tree = dict[str, tuple[str, "Tree"]]  # Iceberg name -> (physical name, the same for its struct fields)
@@ -75,7 +75,7 @@ def with_stored_names(describe: Callable[[Iterator[pa.RecordBatch]], Iterator[pa
                 names = pa.array([_file_names(k) for k in out.column("key").to_pylist()], pa.string())
                 yield pa.RecordBatch.from_arrays([*out.columns, names], schema=out.schema.append(NAMES_FIELD))
 
-    return run
+    return carry_settings(run)
 
 
 def choose(schema: dict[str, Any], stored: list[tuple[str, int, int]]) -> tuple[dict[int, str], list[str]]:

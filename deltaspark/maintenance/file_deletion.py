@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from deltaspark.read.arrow_file_reader import open_file
+from deltaspark.file_io import carry_settings, open_file
 
 _THROTTLED = ("slowdown", "slow down", "503", "429", "throttl", "toomanyrequests", "reduce your request rate")
 MAX_ATTEMPTS = 10
@@ -81,4 +81,4 @@ def deletion_batches(root: str):  # noqa: ANN201 - a mapInArrow function
                 names=[*names, "deleted", "error"],
             )
 
-    return delete
+    return carry_settings(delete)

@@ -24,9 +24,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
-from deltaspark.errors import UnsupportedFileSystemError
+from deltaspark.errors import DeltaSparkError, UnsupportedFileSystemError
+from deltaspark.file_io import carry_settings, open_file
 from deltaspark.log.paths import normalize_root
-from deltaspark.read.arrow_file_reader import open_file
 from deltaspark.spark_compat import check_python_workers, is_connect, local_frame
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,11 @@ def _walk_batches(root: str, partition_columns: list[str]):  # noqa: ANN202 - a 
                 stack = [root_local + row["directory"]]
                 while stack:
                     directory = stack.pop()
-                    infos = _children(fs, directory, partition_columns, directory == root_local)
+                    try:
+                        infos = _children(fs, directory, partition_columns, directory == root_local)
+                    except OSError as exc:  # denied, unreachable: the task fails naming the folder
+                        where = root + directory[cut:]
+                        raise DeltaSparkError(f"deltaspark: cannot list {where}: {exc}") from exc
                     if not infos:
                         continue
                     dirs = [i.type == directory_type for i in infos]
@@ -117,7 +121,7 @@ def _walk_batches(root: str, partition_columns: list[str]):  # noqa: ANN202 - a 
         if pending:
             yield from pa.Table.from_batches(pending, schema).combine_chunks().to_batches()
 
-    return walk
+    return carry_settings(walk)
 
 
 def _arrow_schema() -> Any:

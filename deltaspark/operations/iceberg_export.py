@@ -433,7 +433,7 @@ def _metadata_version(metadata_file: str) -> int:
 
 
 def _write_bytes(location: str, data: bytes) -> None:
-    from deltaspark.read.arrow_file_reader import open_file
+    from deltaspark.file_io import open_file
 
     filesystem, path = open_file(location)
     with filesystem.open_output_stream(path) as out:

@@ -22,9 +22,9 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
+from deltaspark.file_io import carry_settings, open_file
 from deltaspark.iceberg import types as ice_types
 from deltaspark.iceberg.data_reader import IcebergReadError, _dv_positions, stored_id
-from deltaspark.read.arrow_file_reader import open_file
 
 DESCRIBED = pa.schema(
     [
@@ -229,4 +229,4 @@ def file_describer(  # noqa: ANN201 - mapInArrow
             if out:
                 yield pa.RecordBatch.from_pylist(out, schema=DESCRIBED)
 
-    return run
+    return carry_settings(run)

@@ -18,22 +18,9 @@ import pyarrow.parquet as pq
 
 from deltaspark.errors import DeltaSparkError
 from deltaspark.features import dv_codec
+from deltaspark.file_io import carry_settings, open_file
 
 FIELD_ID = b"PARQUET:field_id"
-
-
-def open_file(uri: str) -> tuple[Any, str]:
-    """(filesystem, path) for a Hadoop-style URI; s3a/s3n are read as s3 (AWS default credentials)."""
-    from pyarrow import fs
-
-    if uri.startswith("file:"):
-        return fs.LocalFileSystem(), "/" + uri[len("file:") :].lstrip("/")
-    if uri.startswith("/"):
-        return fs.LocalFileSystem(), uri
-    for hadoop_scheme in ("s3a://", "s3n://"):
-        if uri.startswith(hadoop_scheme):
-            uri = "s3://" + uri[len(hadoop_scheme) :]
-    return fs.FileSystem.from_uri(uri)
 
 
 def _child(array: Any, arrow_type: Any, name: str | None, field_id: int | None) -> Any:
@@ -149,7 +136,7 @@ def make_reader(columns: list[dict[str, Any]], target: Any, table_root: str):  #
                     out = out.filter(keep)
                 yield from out.to_batches()
 
-    return read
+    return carry_settings(read)
 
 
 def _column(spec: dict[str, Any], field: Any, table: Any, row: dict[str, Any], count: int) -> Any:
