@@ -6,10 +6,10 @@ plans new queries, whose generated code the JIT compiles into the JVM's code cac
 grows with the tables done (a cache, a broadcast, an accumulator, listener state) or the code
 cache fills (`CodeCache is full. Compiler has been disabled`), the later tables take longer than
 the first. This runs the checkpoint job (checkpoint, log cleanup, vacuum) and then the audit job
-(`--level full`) over `--tables` copies of a small table (400 rows, 4 partitions, deletion
-vectors, 5 commits), in one session with Spark's defaults, and reports each job's seconds per
-table for the first and the last 20 tables, with the code cache's use and the driver JVM's heap
-after each job.
+(`--level full`, each table's findings appended to a findings table) over `--tables` copies of a
+small table (400 rows, 4 partitions, deletion vectors, 5 commits), in one session with Spark's
+defaults, and reports each job's seconds per table for the first and the last 20 tables, with the
+code cache's use and the driver JVM's heap after each job.
 
     python -m benchmarks.long_job --tables 200 --out benchmarks/results/long-job.json
     python -m benchmarks.long_job --tables 200 --code-cache 512m  # the driver's code cache size
@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--code-cache", default=None, help="the driver's -XX:ReservedCodeCacheSize (e.g. 512m)"
     )
+    parser.add_argument("--jobs", default="checkpoint,audit", help="which jobs to run, in order")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
@@ -135,9 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     jobs = {
         "checkpoint": (checkpoint_job, ["--paths-file", str(listing), "--interval", "1", "--vacuum"]),
-        "audit": (audit_job, ["--paths-file", str(listing), "--level", "full"]),
+        "audit": (
+            audit_job,
+            ["--paths-file", str(listing), "--level", "full", "--findings", str(workdir / "findings")],
+        ),
     }
-    for name, (job, job_args) in jobs.items():
+    for name in args.jobs.split(","):
+        job, job_args = jobs[name]
         job_started = time.perf_counter()
         tables = _run_job(job, job_args, spark, workdir / f"{name}.json")
         failed = [t for t in tables if t["status"] not in ("ok", "passed")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 
 from tests.conftest import REPO
 
@@ -44,14 +45,28 @@ def test_describe_tables_job_audits_each_table_and_reports_failures(spark, confo
 
 def test_the_audit_job_leaves_nothing_cached_table_after_table(spark, tmp_path):
     """A long audit job over many tables must not keep each table's cached frames (they filled a
-    1 GiB driver's heap after 67 tables of a 200-table run)."""
-    from deltaspark import write
+    1 GiB driver's heap after 67 tables of a 200-table run), with `--findings` too: each table's
+    findings are appended when its audit is done (one commit per table that has any)."""
+    import glob
+
+    from deltaspark import DeltaTable, write
     from deltaspark.audit.job import main as audit_job
 
-    path = str(tmp_path / "t")
-    write(spark.range(0, 40).selectExpr("id", "id % 2 AS p"), path, partitionBy=["p"])
+    healthy, damaged = str(tmp_path / "healthy"), str(tmp_path / "damaged")
+    for path in (healthy, damaged):
+        write(spark.range(0, 40).selectExpr("id", "id % 2 AS p"), path, partitionBy=["p"])
+    os.remove(sorted(glob.glob(f"{damaged}/**/p=0/*.parquet", recursive=True))[0])  # a live file gone
     cached = spark.sparkContext._jsc.sc().getRDDStorageInfo
     before = len(cached())
-    for _ in range(2):
-        assert audit_job([path, "--level", "full"], spark=spark) == 0
+    assert audit_job([healthy, "--level", "full"], spark=spark) == 0
     assert len(cached()) == before
+    findings = str(tmp_path / "findings")
+    for _ in range(2):
+        assert audit_job([healthy, damaged, "--level", "full", "--findings", findings], spark=spark) == 1
+    assert len(cached()) == before
+    saved = DeltaTable.forPath(spark, findings)
+    rows = saved.toDF()
+    assert rows.where("severity = 'error'").select("table").distinct().collect()[0]["table"] == damaged
+    runs_and_tables = rows.select("runId", "table").distinct().count()
+    assert rows.select("runId").distinct().count() == 2
+    assert saved.history().count() == runs_and_tables  # a commit per audited table with findings

@@ -36,20 +36,20 @@ from deltaspark.storage import storage_for
 log = logging.getLogger(__name__)
 
 
-def _append_findings(spark, location: str, frames: list[Any]) -> int:  # noqa: ANN001
-    """Append the findings of this run to the Delta table at `location` (created on first use)."""
-    if not frames:
+def _append_findings(spark, location: str, findings: Any) -> int:  # noqa: ANN001
+    """Append one table's findings to the Delta table at `location` (created on first use), as soon
+    as its audit is done: a long job holds no table's findings after it, and what it found is kept
+    even if a later table stops the job. Returns the rows appended (no commit for none)."""
+    rows = findings.count()  # the audit's findings are cached: no second evaluation
+    if not rows:
         return 0
-    findings = frames[0]
-    for frame in frames[1:]:
-        findings = findings.unionByName(frame)
     storage = storage_for(spark)
     try:
         snapshot = load_version(spark, storage, location)
     except TableNotFoundError:
         snapshot = None
     write(spark, storage, location, snapshot, findings.coalesce(1), "append")
-    return len(frames)
+    return rows
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,30 +67,27 @@ def main(argv: Sequence[str] | None = None, spark=None) -> int:  # noqa: ANN001
     storage = storage_for(spark)
     run_id, run_at = str(uuid.uuid4()), dt.datetime.now(dt.timezone.utc)
     started = time.time()
-    frames = []
 
     def audit_one(path: str, table: str) -> dict[str, Any]:
         report = audit_table(spark, storage, path, args.level)
         print(report.text(limit=10), flush=True)
-        if args.findings:
-            frames.append(
-                report.findings.select(
+        try:
+            summary = {"status": "passed" if report.passed else "failed", **report.summary}
+            if args.findings:
+                found = report.findings.select(
                     F.lit(run_id).alias("runId"),
                     F.lit(run_at).cast("timestamp").alias("auditedAt"),
                     F.lit(table).alias("table"),
                     F.lit(report.version).cast("long").alias("tableVersion"),
                     "*",
                 )
-            )
-        summary = {"status": "passed" if report.passed else "failed", **report.summary}
-        if not args.findings:  # what the audit cached is done with: a long job must not keep it
+                summary["findingsAppended"] = _append_findings(spark, args.findings, found)
+            return summary
+        finally:  # what the audit cached is done with: a long job must not keep it
             report.unpersist()
-        return summary
 
     # a table that cannot be audited (missing, unreadable) is an "error", not a "failed" audit
     results = each_table(spark, paths, audit_one, error_status="error")
-    if args.findings:
-        _append_findings(spark, args.findings, frames)
     document = {
         "runId": run_id,
         "auditedAt": run_at.isoformat(),
