@@ -260,4 +260,5 @@ def test_tasks_run_with_the_settings_of_the_job_that_carried_them(s3a: SparkSess
     s3a.conf.unset("fs.s3a.endpoint")
     assert list(body(iter([1, 2]))) == [s3.endpoint, s3.endpoint]
     assert file_io._installed is None  # nothing left behind for the next task in the worker
-    assert file_io.current_settings().s3a_for("lake").get("endpoint") is None
+    # (the session's own setting is gone: Hadoop 3.3's default, `s3.amazonaws.com`, or none)
+    assert file_io.current_settings().s3a_for("lake").get("endpoint") in (None, "s3.amazonaws.com")
