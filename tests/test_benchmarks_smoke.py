@@ -154,7 +154,7 @@ def test_small_work_runner_smoke(tmp_path):
     assert "tuned (session start" in done.stdout and "floor 1st" in done.stdout
 
 
-@pytest.mark.one_suite("4.x")  # five processes with tiny data: about a minute
+@pytest.mark.one_suite("3.5")  # five processes with tiny data: about two minutes (the 4.x suite is longer)
 def test_write_runner_smoke(tmp_path):
     out = tmp_path / "results.json"
     command = [sys.executable, "-m", "benchmarks.write", "--rows", "2000", "--bulk-repeat", "1"]
@@ -170,3 +170,27 @@ def test_write_runner_smoke(tmp_path):
         assert cases[small]["deltaspark"]["jobs"] == 1  # the parquet write (8, then 4, before)
     assert set(cases["first write"]) == {"deltaspark", "spark"}
     assert cases["setProperties"]["deltaspark"]["median"] > 0
+
+
+@pytest.mark.one_suite("3.5")  # a standalone cluster of one executor and a driver process: about a minute
+def test_scale_runner_smoke(tmp_path):
+    """`benchmarks/scale.py` end to end on 3,000 files: a table and its inventory generated, a
+    standalone cluster started, every operation run and checked by the driver process, the jobs,
+    tasks and memory read, the cluster stopped."""
+    out = tmp_path / "results.json"
+    command = [sys.executable, "-m", "benchmarks.scale", "--sizes", "smoke", "--executors", "1"]
+    command += ["--executor-memory", "1g", "--driver-memory", "1g", "--workdir", str(tmp_path / "w")]
+    command += ["--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (size,) = json.loads(out.read_text())["sizes"]
+    (run,) = size["runs"]
+    assert run["executors"] == 1 and set(run["ops"]) == {"replay", "checkpoint", "vacuum", "audit"}, run
+    ops = run["ops"]
+    assert ops["replay"]["files"] == size["facts"]["generated"]["live_files"]
+    assert ops["vacuum"]["candidates"] == size["facts"]["removed_files"] > 0
+    assert ops["checkpoint"]["written"] >= 1 and ops["audit"]["errors"] == 0
+    for op in ops.values():
+        assert op["jobs"] > 0 and op["executor_peak_rss"] > 0 and op["driver_heap_peak"] > 0, op
+    assert not (tmp_path / "w" / "table-smoke").exists()  # not kept without --keep
