@@ -122,24 +122,12 @@ def _stage_totals(spark: Any) -> dict[str, int]:
     }
 
 
-def _heap(spark: Any, reset: bool = False) -> int:
-    jvm = spark.sparkContext._jvm
-    pools = jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
-    heap = jvm.java.lang.management.MemoryType.HEAP
-    peak = 0
-    for pool in pools:
-        if pool.getType().equals(heap):
-            peak += int(pool.getPeakUsage().getUsed())
-            if reset:
-                pool.resetPeakUsage()
-    return peak
-
-
 def driver(args: argparse.Namespace) -> None:
     from pyspark.sql import SparkSession
 
     from benchmarks.common import LogState
     from benchmarks.procmon import emit
+    from benchmarks.worker_deltaspark import jvm_heap_peak
     from deltaspark import DeltaTable
 
     facts = json.loads(Path(args.facts).read_text())
@@ -164,7 +152,7 @@ def driver(args: argparse.Namespace) -> None:
         cold = None
         for _ in range(2 if 500_000 <= live < 5_000_000 else 1):
             before = _stage_totals(spark)
-            _heap(spark, reset=True)
+            jvm_heap_peak(spark, reset=True)
             started = time.time()
             answer = body()
             ended = time.time()
@@ -174,7 +162,7 @@ def driver(args: argparse.Namespace) -> None:
                 "cold_seconds": cold,
                 "started": started,
                 "ended": ended,
-                "driver_heap_peak": _heap(spark),
+                "driver_heap_peak": jvm_heap_peak(spark),
                 **{k: after[k] - before[k] for k in after},
                 **answer,
             }

@@ -46,12 +46,19 @@ def start_session(driver_memory: str, confs: list[str], event_log: str | None) -
     return spark
 
 
-def jvm_heap_peak(spark: Any) -> int:
-    """Peak bytes used across the JVM's heap pools since start (driver and local executors share it)."""
+def jvm_heap_peak(spark: Any, reset: bool = False) -> int:
+    """Peak bytes used across the JVM's heap pools since start, or since the last `reset` (driver
+    and local executors share it); `reset` starts the pools' peaks again after reading them."""
     jvm = spark.sparkContext._jvm
     pools = jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
     heap = jvm.java.lang.management.MemoryType.HEAP
-    return sum(int(p.getPeakUsage().getUsed()) for p in pools if p.getType().equals(heap))
+    peak = 0
+    for pool in pools:
+        if pool.getType().equals(heap):
+            peak += int(pool.getPeakUsage().getUsed())
+            if reset:
+                pool.resetPeakUsage()
+    return peak
 
 
 def _job_group(spark: Any, name: str) -> None:

@@ -203,7 +203,8 @@ def carry_settings(
     """`body` (a `mapInArrow` function), run with this session's settings installed: call it on
     the driver where the job is built. Called where there is no session (inside a task), it
     carries the settings that task runs with."""
-    settings = session_settings() if _active_session() is not None else _installed
+    spark = _active_session()
+    settings = session_settings(spark) if spark is not None else _installed
 
     def run_with_settings(batches: Iterator[Any]) -> Iterator[Any]:
         install(settings)

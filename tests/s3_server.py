@@ -17,6 +17,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from tests.standalone import free_port
+
 REGION = "us-east-1"
 
 
@@ -56,18 +58,12 @@ class S3Server:
         }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def s3_server(buckets: tuple[str, ...] = ("lake",)) -> Iterator[S3Server]:
     """A running server with `buckets`, stopped on exit."""
     import boto3
 
-    port = _free_port()
+    port = free_port()
     # The first three requests (create the user, its policy and its key) are let through unsigned.
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "3"}
     process = subprocess.Popen(
