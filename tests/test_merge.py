@@ -321,6 +321,47 @@ def test_only_files_the_source_keys_can_match_are_read(spark, tmp_path, caplog):
     assert table.toDF().count() == 1001
 
 
+@pytest.mark.parametrize(
+    "key_type, keys, source_keys, prunes",
+    [
+        ("string", [f"k{i:02d}" for i in range(39)] + ["é"], ["k33", "é"], True),
+        ("date", [f"2026-01-{i % 28 + 1:02d}" for i in range(40)], ["2026-01-02", "2026-01-04"], True),
+        (
+            "timestamp_ntz",
+            [f"2026-01-01 {i % 24:02d}:00:00" for i in range(40)],
+            ["2026-01-01 05:00:00"],
+            True,
+        ),
+        # collected, a zoned timestamp is a wall-clock time of the client's zone: no range from it
+        ("timestamp", [f"2026-01-01 {i % 24:02d}:00:00" for i in range(40)], ["2026-01-01 05:00:00"], False),
+    ],
+)
+def test_a_sources_key_bounds_prune_the_files_no_key_can_match(
+    spark, tmp_path, caplog, key_type, keys, source_keys, prunes
+):
+    """The source's smallest and largest key prune the target's files (on Spark 4 a small source's
+    bounds come from its rows on the driver, where Python orders the type as Spark does): only
+    the files between them are read, and every matching row is updated."""
+    path = str(tmp_path / "t")
+    target = spark.createDataFrame([(k, 0) for k in keys], "k string, v int").selectExpr(
+        f"CAST(k AS {key_type}) AS k", "v"
+    )
+    write(target.repartitionByRange(4, "k"), path)
+    source = spark.createDataFrame([(k,) for k in source_keys], "k string").selectExpr(
+        f"CAST(k AS {key_type}) AS k"
+    )
+    expected = target.join(source, "k").count()
+    table = DeltaTable.forPath(spark, path)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="deltaspark.read.scan"):
+        merge = table.alias("t").merge(source.alias("s"), "t.k = s.k").whenMatchedUpdate(set={"v": "1"})
+        updated = merge.execute().first()["num_updated_rows"]
+    reads = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Reading ")]
+    assert updated == expected > 0
+    assert table.toDF().where("v = 1").count() == expected
+    assert reads and reads[0].startswith("Reading 4 data files") is not prunes, reads
+
+
 def test_row_tracking_schema_evolution_and_generated_columns(spark, tmp_path):
     path = tmp_path / "t"
     spark.sql("SELECT 1").collect()

@@ -8,6 +8,7 @@ speed, never correctness.
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -434,6 +435,9 @@ def _catalyst_literal(node: Any) -> Any:
     data_type = node.dataType()
     type_name = str(data_type.simpleString())
     value = node.value()
+    if type_name in ("date", "timestamp_ntz") and isinstance(value, int):
+        # days / microseconds since the epoch, without a time zone: exact as typed SQL literals
+        return _epoch_literal(value, type_name)
     if value is not None and not isinstance(value, (bool, int, float, str)):
         text = str(value.toString())
         if type_name == "string":
@@ -441,6 +445,18 @@ def _catalyst_literal(node: Any) -> Any:
         elif type_name.startswith("decimal"):
             value = Decimal(text)
     return _literal(value, type_name)
+
+
+def _epoch_literal(value: int, type_name: str) -> Any:
+    epoch = datetime.datetime(1970, 1, 1)
+    try:
+        if type_name == "date":
+            text = (epoch + datetime.timedelta(days=value)).date().isoformat()
+            return Lit(text, f"DATE '{text}'")
+        text = (epoch + datetime.timedelta(microseconds=value)).isoformat(sep=" ")
+        return Lit(text, f"TIMESTAMP_NTZ '{text}'")
+    except (OverflowError, ValueError):  # outside Python's years 1-9999: prune nothing
+        return Opaque(type_name)
 
 
 def _from_catalyst(node: Any) -> Any:

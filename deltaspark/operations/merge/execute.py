@@ -44,7 +44,17 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    LongType,
+    NumericType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+)
 
 from deltaspark.errors import InvalidArgumentError, MergeCardinalityError
 from deltaspark.features.column_mapping import with_column_mapping
@@ -71,7 +81,7 @@ from deltaspark.operations.merge.clauses import (
     Clause,
     check_order,
 )
-from deltaspark.operations.merge.pruning import ConditionParts, all_of, key_ranges
+from deltaspark.operations.merge.pruning import ConditionParts, KeyPair, all_of, key_ranges
 from deltaspark.operations.merge.values import (
     CLAUSE,
     ROW_ID,
@@ -110,6 +120,10 @@ ROW_INDEX = "__deltaspark_row_index"
 PAIR_BYTES = 256  # about the size of a matched pair's row: its file, position, clause and key
 DRIVER_ROWS = 10_000  # source rows (and then changed target rows) a merge holds on the driver
 DRIVER_SOURCE_BYTES = 8 * 1024 * 1024  # Spark's estimate of a source the driver may hold
+ONE_TASK_BYTES = 16 * 1024 * 1024  # candidate files small enough to be read and joined in one task
+# Key types whose collected values Python orders as Spark does (not timestamps with a time zone:
+# collected as local wall-clock times, which a daylight-saving change can put out of order).
+_ORDERED_TYPES = (NumericType, BooleanType, DateType, TimestampNTZType, BinaryType)
 _CHANGED_ROWS = StructType([StructField(FILE_COLUMN, StringType()), StructField(ROW_INDEX, LongType())])
 _TOUCHED = StructType([StructField("__touched", StringType())])
 
@@ -285,15 +299,9 @@ class _Plan:
         # the source rows with a match are found from the matched pairs' keys (no second join)
         self.keyed = parts.keys_decide_matches()
         ranged = [] if self.by_source else self.pairs
-        # (a held source in one partition: the aggregate needs no exchange)
-        bounds = (
-            (self.source.coalesce(1) if is_local(self.source) else self.source)
-            .agg(F.count(F.lit(1)), *[f(p.source) for p in ranged for f in (F.min, F.max)])
-            .first()
-        )
-        self.metrics["numSourceRows"] = int(bounds[0])
-        ranges = [(bounds[1 + 2 * i], bounds[2 + 2 * i]) for i in range(len(ranged))]
-        candidates = self._candidates(parts, ranges, int(bounds[0]))
+        source_rows, ranges = self._key_bounds(ranged)
+        self.metrics["numSourceRows"] = source_rows
+        candidates = self._candidates(parts, ranges, source_rows)
         self.candidates = candidates
         self._check_condition()
         if not self.modifies:
@@ -301,6 +309,26 @@ class _Plan:
         else:
             self._change(time.time() - started)
         return self._commit()
+
+    def _key_bounds(self, ranged: list[KeyPair]) -> tuple[int, list[tuple[Any, Any]]]:
+        """The source's row count and each key's (min, max), which bound the target files a match
+        can be in: from the rows of a source held on the driver (a projection of a local relation:
+        no job) when every key is of a type Python orders as Spark does, else one aggregate."""
+        source = self.source
+        if is_local(source):
+            keys = source.select(*[p.source.alias(f"__b{i}") for i, p in enumerate(ranged)] or [F.lit(1)])
+            if all(_python_ordered(f.dataType) for f in keys.schema.fields):
+                rows = keys.collect()
+                bounds = []
+                for i in range(len(ranged)):
+                    values = [r[i] for r in rows if r[i] is not None]
+                    if any(isinstance(v, float) and v != v for v in values):  # NaN: Spark's order
+                        break
+                    bounds.append((min(values), max(values)) if values else (None, None))
+                else:
+                    return len(rows), bounds
+        row = source.agg(F.count(F.lit(1)), *[f(p.source) for p in ranged for f in (F.min, F.max)]).first()
+        return int(row[0]), [(row[1 + 2 * i], row[2 + 2 * i]) for i in range(len(ranged))]
 
     def _held_source(self) -> DataFrame | None:
         """A small source held on the driver (Spark 4: a local relation made from its Arrow
@@ -446,7 +474,10 @@ class _Plan:
     # ---- 3. which target rows change, checked for ambiguity -----------------------------------
     def _change(self, scan_seconds: float) -> None:
         use_dvs = writes_deletion_vectors(self.snapshot)
-        joined = self._joined(self.candidates, keep_target_rows=self.by_source)
+        size = None if self.by_source else self.metrics["numSourceRows"] * PAIR_BYTES
+        few = size is not None and self.metrics["numSourceRows"] <= DRIVER_ROWS
+        listed = self._held_listing() if few else None
+        joined = self._joined(self.candidates, keep_target_rows=self.by_source, listed=listed)
         here = F.col(SOURCE_HERE).isNotNull()
         # The target row's key names it in a cardinality error. Through the alias, not the row's
         # struct: only the columns the condition and the clauses read are scanned.
@@ -462,7 +493,6 @@ class _Plan:
             FILE_COLUMN, ROW_INDEX, CLAUSE, here.alias("__matched"), key.alias("key"), *keys
         )
         # a pair per matched source row (and, by source, the target rows those clauses change)
-        size = None if self.by_source else self.metrics["numSourceRows"] * PAIR_BYTES
         kinds = [
             self.indexes[(MATCHED, UPDATE)],
             self.indexes[(NOT_MATCHED_BY_SOURCE, UPDATE)],
@@ -478,7 +508,8 @@ class _Plan:
             Total("most_pairs", "max", "pairs"),
             *[Total(f"kind{i}", "count", f"__kind{i}") for i in range(len(kinds))],
         )
-        few = size is not None and self.metrics["numSourceRows"] <= DRIVER_ROWS
+        if listed is not None and sum(r["size"] or 0 for r in listed) <= ONE_TASK_BYTES:
+            narrow = narrow.coalesce(1)  # one task, so that the collect below is one job
         held = self._held_pairs(narrow, len(keys), kinds) if few else None
         if held is not None:
             totals = {t.name: t.of([r[t.column] for r in held]) for t in counted}
@@ -544,6 +575,20 @@ class _Plan:
                     log.info("Rewriting files of %s: some have no numRecords statistic", self.table_path)
                 self._copy_on_write(touched, changed_rows)
         m["rewriteTimeMs"] = int((time.time() - rewrite_started) * 1000)
+
+    def _held_listing(self) -> list[Any] | None:
+        """What the read of the candidate files collects of them (their paths, sizes and deletion
+        vectors), when they are held on the driver (no job); None otherwise."""
+        candidates = self.candidates
+        if candidates is None or not is_local(candidates):
+            return None
+        return candidates.select(
+            "path",
+            F.col("deletionVector").isNotNull().alias("hasDv"),
+            F.col("deletionVector.cardinality").alias("deleted"),
+            "deletionVector",
+            "size",
+        ).collect()
 
     def _held_pairs(self, narrow: DataFrame, keys: int, kinds: list[Any]) -> list[dict[str, Any]] | None:
         """The changed target rows of `narrow`'s matched pairs, held on the driver when the pairs
@@ -811,6 +856,16 @@ class _Plan:
             ],
         }
         return MergeOutcome(self.txn.commit("MERGE", parameters, m), m)
+
+
+def _python_ordered(data_type: Any) -> bool:
+    """Whether Python's `min`/`max` of collected values order them as Spark's do: numbers, dates,
+    timestamps without a time zone, binary, strings of the binary collation (UTF-8 byte order is
+    code point order); not NaN (checked on the values), zoned timestamps, structs, arrays or
+    collated strings."""
+    if isinstance(data_type, StringType):
+        return getattr(data_type, "collation", "UTF8_BINARY") in ("UTF8_BINARY", None)
+    return isinstance(data_type, _ORDERED_TYPES)
 
 
 def _single_qualifier(frame: DataFrame) -> str | None:

@@ -22,7 +22,17 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, BinaryType, DoubleType, FloatType, MapType, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    DateType,
+    DoubleType,
+    FloatType,
+    MapType,
+    StructType,
+    TimestampNTZType,
+)
 
 from deltaspark.read.predicates import And, Cmp, In, IsNull, Lit, Not, Opaque, Or, Ref, from_filter
 
@@ -33,6 +43,7 @@ class KeyPair:
 
     target: str  # the target's top-level column, as the table spells it
     source: Column  # the source side, resolved over the source frame
+    data_type: DataType | None = None  # the source side's type
 
 
 def conjuncts(tree: Any) -> list[Any]:
@@ -68,7 +79,7 @@ class ConditionParts:
             return self.columns.get(parts[0].lower())
         return None
 
-    def _source_side(self, node: Any) -> Column | None:
+    def _source_side(self, node: Any) -> tuple[Column, DataType] | None:
         if not isinstance(node, Ref) or self.target_column(node) is not None:
             return None
         column = F.col(_quoted(node.parts))
@@ -77,7 +88,7 @@ class ConditionParts:
         except Exception:  # not a source column (a struct field of the target, say): no pruning
             return None
         unranged = (FloatType, DoubleType, BinaryType, StructType, ArrayType, MapType)  # NaN: no range
-        return None if isinstance(data_type, unranged) else column
+        return None if isinstance(data_type, unranged) else (column, data_type)
 
     def key_pairs(self) -> list[KeyPair]:
         """The `target column = source expression` conjuncts (with `=`; `<=>` matches NULLs)."""
@@ -88,7 +99,7 @@ class ConditionParts:
             for left, right in ((part.left, part.right), (part.right, part.left)):
                 target, source = self.target_column(left), self._source_side(right)
                 if target is not None and source is not None:
-                    pairs.append(KeyPair(target, source))
+                    pairs.append(KeyPair(target, *source))
                     break
         return pairs
 
@@ -172,9 +183,21 @@ def key_ranges(pairs: list[KeyPair], bounds: list[tuple[Any, Any]]) -> list[Colu
     """`target BETWEEN min AND max` per key pair, from the source's bounds (all non-NULL: a key
     with no non-NULL source value matches nothing, which the caller decides before this)."""
     return [
-        (F.col(_quoted((pair.target,))) >= F.lit(low)) & (F.col(_quoted((pair.target,))) <= F.lit(high))
+        (F.col(_quoted((pair.target,))) >= _bound(low, pair.data_type))
+        & (F.col(_quoted((pair.target,))) <= _bound(high, pair.data_type))
         for pair, (low, high) in zip(pairs, bounds, strict=True)
     ]
+
+
+def _bound(value: Any, data_type: DataType | None) -> Column:
+    """A bound as a literal data skipping reads: dates and timestamps without a time zone as typed
+    SQL literals (exact: no time zone is involved); a zoned timestamp stays a plain literal, which
+    prunes nothing (collected, it is a wall-clock time of the client's zone)."""
+    if isinstance(data_type, DateType):
+        return F.expr(f"DATE '{value.isoformat()}'")
+    if isinstance(data_type, TimestampNTZType):
+        return F.expr(f"TIMESTAMP_NTZ '{value.isoformat(sep=' ')}'")
+    return F.lit(value)
 
 
 def all_of(columns: list[Column]) -> Column | None:
