@@ -33,7 +33,7 @@ from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.features.row_tracking import materialized_columns
 from deltaspark.log.paths import canonical_path
 from deltaspark.operations.deletion_vector_writer import write_deletion_vectors
-from deltaspark.operations.file_set import FileSet
+from deltaspark.operations.file_set import FileSet, in_one_task
 from deltaspark.operations.write import add_of, check_writable_rows, removes_of, write_data_files
 from deltaspark.read.predicates import from_filter, references
 from deltaspark.read.scan import read_files
@@ -137,14 +137,15 @@ def delete(
 
 def read_candidates(snapshot: Snapshot, files: DataFrame, listed: list[Any] | None = None) -> DataFrame:
     """The rows of `files` (existing DVs applied), each with its position and its file's path;
-    `listed` as `read_files` takes it."""
-    return read_files(
+    `listed` as `read_files` takes it (then small files are read in one task)."""
+    rows = read_files(
         snapshot,
         files.withColumn(FILE_COLUMN, F.col("path")),
         carry=[FILE_COLUMN],
         keep_row_index=True,
         listed=listed,
     )
+    return in_one_task(rows, listed)
 
 
 def touched_files(

@@ -94,6 +94,37 @@ def totals_and_rows(
     return values, frame.select(*inputs).collect()
 
 
+# Files this small are read (and their rows aggregated) in one task: one job, no shuffle.
+ONE_TASK_BYTES = 16 * 1024 * 1024
+
+
+def _listing() -> list[Any]:
+    """What `read_files` collects of the files it reads (its `listed`)."""
+    return [
+        "path",
+        F.col("deletionVector").isNotNull().alias("hasDv"),
+        F.col("deletionVector.cardinality").alias("deleted"),
+        "deletionVector",
+        "size",
+    ]
+
+
+def held_listing(files: DataFrame | None) -> list[Row] | None:
+    """`read_files`'s `listed` for files held on the driver (collected with no job); None for
+    files that are not."""
+    if files is None or not is_local(files):
+        return None
+    return files.select(*_listing()).collect()
+
+
+def in_one_task(rows: DataFrame, listed: list[Row] | None) -> DataFrame:
+    """`rows` (a read of the `listed` files) in one partition when the files are small: a collect
+    of them is then one job, and an aggregate of them needs no shuffle."""
+    if listed is not None and sum(r["size"] or 0 for r in listed) <= ONE_TASK_BYTES:
+        return rows.coalesce(1)
+    return rows
+
+
 _PATHS = StructType([StructField("__touched", StringType())])
 _COUNTS = StructType([*_PATHS.fields, StructField("__matched", LongType())])
 
@@ -134,14 +165,7 @@ class FileSet:
         `data_change`) and listing, held when few."""
         frame = persist_sized(frame, size_bytes)
         cached.append(frame)
-        listing = [
-            "line",
-            "path",
-            F.col("deletionVector").isNotNull().alias("hasDv"),
-            F.col("deletionVector.cardinality").alias("deleted"),
-            "deletionVector",
-            "size",
-        ]
+        listing = ["line", *_listing()]
         lined = rendered_removes(frame.withColumn("remove", remove_of(now_ms, data_change)))
         limit = driver_file_actions(frame.sparkSession)
         values, held = totals_and_rows(lined, totals, listing, False, limit)

@@ -68,7 +68,7 @@ from deltaspark.operations.delete import (
     write_change_files,
     writes_deletion_vectors,
 )
-from deltaspark.operations.file_set import FileSet
+from deltaspark.operations.file_set import FileSet, held_listing
 from deltaspark.operations.write import (
     GENERATION_KEY,
     conform_value,
@@ -306,7 +306,7 @@ def update(
     try:
         txn.readFiles(candidates)
         # One read of the candidates: how many rows of each file match.
-        touched = touched_files(snapshot, candidates, None, matches, now, cached)
+        touched = touched_files(snapshot, candidates, held_listing(candidates), matches, now, cached)
         if not touched.count("files"):
             log.info("Nothing to update in %s: no row matches", table_path)
             return None

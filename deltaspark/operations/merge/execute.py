@@ -70,7 +70,7 @@ from deltaspark.operations.delete import (
     write_change_files,
     writes_deletion_vectors,
 )
-from deltaspark.operations.file_set import FileSet, Total, totals_of
+from deltaspark.operations.file_set import FileSet, Total, held_listing, in_one_task, totals_of
 from deltaspark.operations.merge.clauses import (
     DELETE,
     INSERT,
@@ -120,7 +120,6 @@ ROW_INDEX = "__deltaspark_row_index"
 PAIR_BYTES = 256  # about the size of a matched pair's row: its file, position, clause and key
 DRIVER_ROWS = 10_000  # source rows (and then changed target rows) a merge holds on the driver
 DRIVER_SOURCE_BYTES = 8 * 1024 * 1024  # Spark's estimate of a source the driver may hold
-ONE_TASK_BYTES = 16 * 1024 * 1024  # candidate files small enough to be read and joined in one task
 # Key types whose collected values Python orders as Spark does (not timestamps with a time zone:
 # collected as local wall-clock times, which a daylight-saving change can put out of order).
 _ORDERED_TYPES = (NumericType, BooleanType, DateType, TimestampNTZType, BinaryType)
@@ -476,7 +475,7 @@ class _Plan:
         use_dvs = writes_deletion_vectors(self.snapshot)
         size = None if self.by_source else self.metrics["numSourceRows"] * PAIR_BYTES
         few = size is not None and self.metrics["numSourceRows"] <= DRIVER_ROWS
-        listed = self._held_listing() if few else None
+        listed = held_listing(self.candidates) if few else None
         joined = self._joined(self.candidates, keep_target_rows=self.by_source, listed=listed)
         here = F.col(SOURCE_HERE).isNotNull()
         # The target row's key names it in a cardinality error. Through the alias, not the row's
@@ -508,8 +507,7 @@ class _Plan:
             Total("most_pairs", "max", "pairs"),
             *[Total(f"kind{i}", "count", f"__kind{i}") for i in range(len(kinds))],
         )
-        if listed is not None and sum(r["size"] or 0 for r in listed) <= ONE_TASK_BYTES:
-            narrow = narrow.coalesce(1)  # one task, so that the collect below is one job
+        narrow = in_one_task(narrow, listed)  # small files: the collect below is one job
         held = self._held_pairs(narrow, len(keys), kinds) if few else None
         if held is not None:
             totals = {t.name: t.of([r[t.column] for r in held]) for t in counted}
@@ -575,20 +573,6 @@ class _Plan:
                     log.info("Rewriting files of %s: some have no numRecords statistic", self.table_path)
                 self._copy_on_write(touched, changed_rows)
         m["rewriteTimeMs"] = int((time.time() - rewrite_started) * 1000)
-
-    def _held_listing(self) -> list[Any] | None:
-        """What the read of the candidate files collects of them (their paths, sizes and deletion
-        vectors), when they are held on the driver (no job); None otherwise."""
-        candidates = self.candidates
-        if candidates is None or not is_local(candidates):
-            return None
-        return candidates.select(
-            "path",
-            F.col("deletionVector").isNotNull().alias("hasDv"),
-            F.col("deletionVector.cardinality").alias("deleted"),
-            "deletionVector",
-            "size",
-        ).collect()
 
     def _held_pairs(self, narrow: DataFrame, keys: int, kinds: list[Any]) -> list[dict[str, Any]] | None:
         """The changed target rows of `narrow`'s matched pairs, held on the driver when the pairs
