@@ -265,6 +265,57 @@ def test_damaged_log_copies_are_each_found(spark, healthy, tmp_path):
 
 
 @pytest.mark.one_suite("4.x")  # damage found by the audit jobs both suites run on the healthy table
+def test_a_checkpoint_is_compared_file_by_file_not_by_count(spark, healthy, tmp_path):
+    """The checkpoint at version 3 keeps its number of rows but lists another file in place of one
+    live file, and misstates another's partition values, another's DV cardinality and another's
+    row id; it also holds a remove of a file that was never a tombstone and a tombstone twice.
+    Each is its own finding, on its own file, and nothing else is found."""
+    path = _copy(healthy, tmp_path, "checkpoint")
+    checkpoint = _log(path) / f"{3:020d}.checkpoint.parquet"
+    written = pq.read_table(checkpoint)
+    rows = written.to_pylist()
+    adds = [i for i, r in enumerate(rows) if r.get("add")]
+    plain = [i for i in adds if not rows[i]["add"].get("deletionVector")]
+    with_dv = [i for i in adds if rows[i]["add"].get("deletionVector")]
+    removes = [i for i, r in enumerate(rows) if r.get("remove")]
+    assert len(plain) >= 3 and with_dv and removes
+    replaced = rows[plain[0]]["add"]["path"]
+    other = replaced.replace("part-", "part-other-")
+    rows[plain[0]]["add"]["path"] = other
+    moved = rows[plain[1]]["add"]
+    moved["partitionValues"] = [(k, "9") for k, _ in moved["partitionValues"]]
+    recounted = rows[with_dv[0]]["add"]
+    recounted["deletionVector"]["cardinality"] += 1
+    renumbered = rows[plain[2]]["add"]
+    renumbered["baseRowId"] = 7
+    tombstone = rows[removes[0]]
+    ghost = {**tombstone, "remove": {**tombstone["remove"], "path": "p=1/ghost.parquet"}}
+    rows += [ghost, tombstone]
+    pq.write_table(pa.Table.from_pylist(rows, schema=written.schema), checkpoint)
+
+    report = DeltaTable.forPath(spark, path).audit("quick", checks=["log.checkpoint"])
+    found = _by_check(report, "error")["log.checkpoint"]
+    root, where = "file:" + path, f"checkpoint {checkpoint.name}"
+    assert {v for v, _, _ in found} == {3}
+    by_path = {p: d for _, p, d in found}
+    assert len(by_path) == len(found) == 7  # one finding per damaged file
+    assert by_path[f"{root}/{other}"] == f"{where} has an add that the log does not have at version 3"
+    assert by_path[f"{root}/{replaced}"] == f"the log has a live file as an add that {where} lacks"
+    assert by_path[f"{root}/p=1/ghost.parquet"] == (
+        f"{where} has a remove of a file that is not a tombstone at version 3"
+    )
+    assert by_path[tombstone["remove"]["path"]] == f"{where} lists a file 2 times"
+    for changed, field in (
+        (moved, '"partitionValues":[{"key":"p","value":"9"}]'),
+        (recounted, f'"dvCardinality":{recounted["deletionVector"]["cardinality"]}'),
+        (renumbered, '"baseRowId":7'),
+    ):
+        detail = by_path[f"{root}/{changed['path']}"]
+        assert detail.startswith(f"{where} has {{") and ", the log has {" in detail
+        assert field in detail.split(", the log has ")[0] and field not in detail.split(", the log has ")[1]
+
+
+@pytest.mark.one_suite("4.x")  # damage found by the audit jobs both suites run on the healthy table
 def test_a_missing_commit_is_reported_once_and_the_checks_run_from_the_checkpoint_after_it(
     spark, healthy, tmp_path
 ):

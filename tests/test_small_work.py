@@ -269,7 +269,7 @@ def test_driver_reads_of_small_logs_equal_sparks(spark, conformance, monkeypatch
         driver = timeline._intervals_on_driver()
         if driver is not None:
             spark_route = Timeline(spark, storage, str(root), root_uri, listing, latest)
-            spark_route._intervals_on_driver = lambda: None  # type: ignore[method-assign]
+            spark_route._intervals_on_driver = lambda *args, **kwargs: None  # type: ignore[method-assign]
             columns = driver.columns
             assert sorted(map(str, driver.collect())) == sorted(
                 map(str, spark_route.intervals.select(*columns).collect())

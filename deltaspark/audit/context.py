@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -46,21 +47,29 @@ class AuditContext:
 
     @cached_property
     def timeline(self) -> Timeline:
-        timeline = Timeline(
+        """The replay the log checks compare with; its `intervals` are kept as the checks' frames
+        are (`keep`), and released with them."""
+        return Timeline(
             self.spark,
             self.storage,
             self.table_path,
             self.root,
             self.listing,
             self.end_version,
-            keep=lambda frame: persist_sized(frame, self.log_bytes),
+            keep=self.keep,
         )
-        self.persisted.append(timeline.intervals)
-        return timeline
 
     persisted: list[DataFrame] = field(default_factory=list)  # released by AuditReport.unpersist()
 
     audit_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    _shared: dict[str, DataFrame] = field(default_factory=dict, repr=False)
+
+    def shared(self, name: str, build: Callable[[], DataFrame]) -> DataFrame:
+        """`build()` kept (`keep`) the first time a check asks for `name`: one frame that several
+        checks read, computed in one pass over what it derives from."""
+        if name not in self._shared:
+            self._shared[name] = self.keep(build())
+        return self._shared[name]
 
     def keep(self, frame: DataFrame) -> DataFrame:
         """`frame` persisted (memory, spilling to disk) for the checks and frames that share it.

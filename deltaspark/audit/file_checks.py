@@ -191,13 +191,18 @@ def statistics(ctx: AuditContext) -> DataFrame:
 
 def partition_values(ctx: AuditContext) -> DataFrame:
     """Every live file has a value for each partition column (by physical name), and it parses as
-    the column's type; keys that are no partition column are warned about."""
+    the column's type; keys that are no partition column are warned about. One pass over the
+    files: each file's problems, errors and warnings, are one array."""
     snapshot = ctx.snapshot
     assert snapshot is not None
     mode = snapshot.columnMappingMode
     fields = partition_fields(drop_void_fields(snapshot.schema), snapshot.partitionColumns)
     files = live_files(ctx)
     values = F.coalesce(F.col("add.partitionValues"), F.create_map().cast("map<string,string>"))
+
+    def problem(severity: str, condition: Column, detail: Column) -> Column:
+        return F.when(condition, F.struct(F.lit(severity).alias("severity"), detail.alias("detail")))
+
     problems = []
     keys = []
     for field in fields:
@@ -206,13 +211,15 @@ def partition_values(ctx: AuditContext) -> DataFrame:
         raw = values.getItem(key)
         typed = parse_partition_value(raw, field)
         problems.append(
-            F.when(
+            problem(
+                "error",
                 ~F.array_contains(F.map_keys(values), key),
                 F.lit(f"no value for partition column {field.name}"),
             )
         )
         problems.append(
-            F.when(
+            problem(
+                "error",
                 raw.isNotNull() & (raw != "") & typed.isNull(),
                 F.concat(
                     F.lit("partition value '"),
@@ -222,30 +229,28 @@ def partition_values(ctx: AuditContext) -> DataFrame:
             )
         )
     extra = F.array_except(F.map_keys(values), F.array(*[F.lit(k) for k in keys]).cast("array<string>"))
-    errors = (
-        files.select(
-            "path",
-            "version",
-            F.explode(F.filter(F.array(*problems), lambda p: p.isNotNull())).alias("problem"),
+    problems.append(
+        problem(
+            "warning",
+            F.size(extra) > 0,
+            F.concat(
+                F.lit("partitionValues has keys that are no partition column: "), F.array_join(extra, ", ")
+            ),
         )
-        if problems
-        else None
     )
-    warnings = files.where(F.size(extra) > 0).select(
+    found = files.select(
         "path",
         "version",
-        F.concat(
-            F.lit("partitionValues has keys that are no partition column: "), F.array_join(extra, ", ")
-        ).alias("problem"),
+        F.explode(F.filter(F.array(*problems), lambda p: p.isNotNull())).alias("problem"),
     )
-    out = findings_of(
-        warnings, "files.partition_values", "warning", F.col("problem"), F.col("version"), F.col("path")
+    return findings_of(
+        found,
+        "files.partition_values",
+        F.col("problem.severity"),
+        F.col("problem.detail"),
+        F.col("version"),
+        F.col("path"),
     )
-    if errors is not None:
-        out = findings_of(
-            errors, "files.partition_values", "error", F.col("problem"), F.col("version"), F.col("path")
-        ).unionByName(out)
-    return out
 
 
 def change_data_files(ctx: AuditContext) -> DataFrame:

@@ -43,16 +43,17 @@ def from_findings(spark: SparkSession, findings: Iterable[Finding]) -> DataFrame
 def findings_of(
     frame: DataFrame,
     check: str,
-    severity: str,
+    severity: str | Column,
     detail: Column,
     version: Column | None = None,
     path: Column | None = None,
     value: Column | None = None,
 ) -> DataFrame:
-    """Rows of `frame` (already filtered to the problems) as findings of `check`."""
+    """Rows of `frame` (already filtered to the problems) as findings of `check`; `severity`: one
+    for every row, or a column of each row's."""
     return frame.select(
         F.lit(check).alias("check"),
-        F.lit(severity).alias("severity"),
+        (F.lit(severity) if isinstance(severity, str) else severity).alias("severity"),
         (version if version is not None else F.lit(None)).cast("long").alias("version"),
         (path if path is not None else F.lit(None)).cast("string").alias("path"),
         detail.cast("string").alias("detail"),

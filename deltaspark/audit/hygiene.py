@@ -108,20 +108,8 @@ def orphans(ctx: AuditContext) -> DataFrame:
 def file_layout(ctx: AuditContext) -> DataFrame:
     """Small files (under a quarter of the target size) per partition, and partitions much larger
     than the median one (skew)."""
-    snapshot = ctx.snapshot
-    assert snapshot is not None
-    target = int(snapshot.configuration.get("delta.targetFileSize", DEFAULT_TARGET_FILE_SIZE))
-    small = target // 4
-    partition = F.to_json(F.col("add.partitionValues")) if snapshot.partitionColumns else F.lit("(table)")
-    per_partition = ctx.keep(
-        live_files(ctx)
-        .groupBy(partition.alias("partition"))
-        .agg(
-            F.count(F.lit(1)).alias("files"),
-            F.sum(F.when(F.col("add.size") < small, 1).otherwise(0)).alias("small"),
-            F.sum("add.size").alias("bytes"),
-        )
-    )
+    small = _small_file_bytes(ctx)
+    per_partition = file_summary(ctx).where("is_add").select("partition", "files", "small", "bytes")
     small_files = findings_of(
         per_partition.where("small >= 2"),
         "hygiene.small_files",
@@ -159,25 +147,71 @@ def file_layout(ctx: AuditContext) -> DataFrame:
     return small_files.unionByName(skewed)
 
 
-def stats_coverage(ctx: AuditContext) -> DataFrame:
-    """Files without statistics, and columns with min/max in only some files (data skipping then
-    reads every file lacking them)."""
-    files = live_files(ctx)
-    stats_type = files.schema["stats"].dataType
-    columns = (
+def _small_file_bytes(ctx: AuditContext) -> int:
+    """Files under a quarter of the target size are small."""
+    assert ctx.snapshot is not None
+    return int(ctx.snapshot.configuration.get("delta.targetFileSize", DEFAULT_TARGET_FILE_SIZE)) // 4
+
+
+def _stats_columns(ctx: AuditContext) -> list[str]:
+    """The columns the live files' statistics have min/max values of."""
+    stats_type = live_files(ctx).schema["stats"].dataType
+    return (
         [f.name for f in stats_type["minValues"].dataType.fields]
         if "minValues" in stats_type.fieldNames()
         else []
     )
-    sums = [
-        F.count(F.lit(1)).alias("files"),
-        F.sum(F.when(F.col("numRecords").isNull(), 1).otherwise(0)).alias("no_stats"),
-    ]
-    sums += [
-        F.sum(F.when(F.col("stats.minValues").getField(c).isNotNull(), 1).otherwise(0)).alias(f"c{i}")
-        for i, c in enumerate(columns)
-    ]
-    row = files.agg(*sums).first()
+
+
+def file_summary(ctx: AuditContext) -> DataFrame:
+    """The audited version's file actions summed per partition, in one pass over them, kept for
+    the checks and metrics that read it (a row per partition: as many as the table has): live
+    files (`is_add`; `partition`, `files`, `small`, `bytes`, `deleted`, `records`, `no_stats`,
+    `c<i>` the files with a min value of the i-th of `_stats_columns`) and tombstones (one row,
+    not `is_add`: `files`, `expired` past the retention period, `oldest` deletion time)."""
+
+    def build() -> DataFrame:
+        snapshot = ctx.snapshot
+        assert snapshot is not None
+        add, live = F.col("add"), F.col("is_add")
+        partition = (
+            F.to_json(add.getField("partitionValues")) if snapshot.partitionColumns else F.lit("(table)")
+        )
+        records = F.col("stats.numRecords")
+        deleted_at = F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0))
+        cutoff = ctx.now_ms - _retention_ms(ctx)
+
+        def live_count(condition: Any) -> Any:
+            return F.sum(F.when(live & condition, 1).otherwise(0))
+
+        columns = _stats_columns(ctx)
+        return ctx.file_actions.groupBy("is_add", F.when(live, partition).alias("partition")).agg(
+            F.count(F.lit(1)).alias("files"),
+            live_count(add.getField("size") < _small_file_bytes(ctx)).alias("small"),
+            F.sum(add.getField("size")).alias("bytes"),
+            F.sum(F.coalesce(add.getField("deletionVector").getField("cardinality"), F.lit(0))).alias(
+                "deleted"
+            ),
+            F.sum(records).alias("records"),
+            live_count(records.isNull()).alias("no_stats"),
+            *[
+                live_count(F.col("stats.minValues").getField(c).isNotNull()).alias(f"c{i}")
+                for i, c in enumerate(columns)
+            ],
+            F.sum(F.when(~live & (deleted_at <= cutoff), 1).otherwise(0)).alias("expired"),
+            F.min(F.col("remove.deletionTimestamp")).alias("oldest"),
+        )
+
+    return ctx.shared("hygiene.file_summary", build)
+
+
+def stats_coverage(ctx: AuditContext) -> DataFrame:
+    """Files without statistics, and columns with min/max in only some files (data skipping then
+    reads every file lacking them)."""
+    columns = _stats_columns(ctx)
+    sums = [F.sum("files").alias("files"), F.sum("no_stats").alias("no_stats")]
+    sums += [F.sum(f"c{i}").alias(f"c{i}") for i in range(len(columns))]
+    row = file_summary(ctx).where("is_add").agg(*sums).first()
     out: list[Finding] = []
     if row is None or not row["files"]:
         return from_findings(ctx.spark, out)
@@ -235,16 +269,11 @@ def log_health(ctx: AuditContext) -> list[Finding]:
     out: list[Finding] = []
     snapshot = ctx.snapshot
     if snapshot is not None:
-        cutoff = ctx.now_ms - _retention_ms(ctx)
         row = (
-            ctx.file_actions.where("not is_add")
-            .select("remove.deletionTimestamp")
+            file_summary(ctx)
+            .where("not is_add")
             .agg(
-                F.count(F.lit(1)).alias("n"),
-                F.sum(F.when(F.coalesce("deletionTimestamp", F.lit(0)) <= cutoff, 1).otherwise(0)).alias(
-                    "expired"
-                ),
-                F.min("deletionTimestamp").alias("oldest"),
+                F.sum("files").alias("n"), F.sum("expired").alias("expired"), F.min("oldest").alias("oldest")
             )
             .first()
         )
@@ -294,13 +323,9 @@ def metrics(ctx: AuditContext, totals: dict[str, tuple[int, float]]) -> dict[str
     if ctx.snapshot is None:
         return out
     row = (
-        live_files(ctx)
-        .agg(
-            F.count(F.lit(1)).alias("files"),
-            F.sum("add.size").alias("bytes"),
-            F.sum(F.coalesce("add.deletionVector.cardinality", F.lit(0))).alias("deleted"),
-            F.sum("numRecords").alias("records"),
-        )
+        file_summary(ctx)
+        .where("is_add")
+        .agg(*[F.sum(c).alias(c) for c in ("files", "bytes", "deleted", "records")])
         .first()
     )
     checkpoints = [v for v in complete_checkpoints(ctx.listing) if v <= ctx.snapshot.version]

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from pyspark import cloudpickle
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from deltaspark.audit import checksum_compare, file_tasks
@@ -37,21 +37,25 @@ cloudpickle.register_pickle_by_value(file_tasks)  # checksum_compare emits with 
 KEY = ["path_key", "dv_id"]
 
 
-def _fingerprint(action: str) -> Column:
+def _fingerprint_fields(action: str) -> Column:
     """What must agree between two copies of one logical file's action (stats may be dropped or
-    re-encoded by a checkpoint, so they are not part of it)."""
+    re-encoded by a checkpoint, so they are not part of it), as a struct: two are equal when
+    their JSON (`_fingerprint`) is (a null field is equal to a null field, and absent from it)."""
     a = F.col(action)
-    return F.to_json(
-        F.struct(
-            a.getField("size").alias("size"),
-            F.array_sort(F.map_entries(F.coalesce(a.getField("partitionValues"), F.create_map()))).alias(
-                "partitionValues"
-            ),
-            a.getField("deletionVector").getField("cardinality").alias("dvCardinality"),
-            a.getField("baseRowId").alias("baseRowId"),
-            a.getField("defaultRowCommitVersion").alias("defaultRowCommitVersion"),
-        )
+    return F.struct(
+        a.getField("size").alias("size"),
+        F.array_sort(F.map_entries(F.coalesce(a.getField("partitionValues"), F.create_map()))).alias(
+            "partitionValues"
+        ),
+        a.getField("deletionVector").getField("cardinality").alias("dvCardinality"),
+        a.getField("baseRowId").alias("baseRowId"),
+        a.getField("defaultRowCommitVersion").alias("defaultRowCommitVersion"),
     )
+
+
+def _fingerprint(action: str) -> Column:
+    """`_fingerprint_fields` as the JSON a finding shows."""
+    return F.to_json(_fingerprint_fields(action))
 
 
 def _diff(check: str, version: int, where: str, copy: DataFrame, replay: DataFrame, what: str) -> DataFrame:
@@ -90,6 +94,70 @@ def _diff(check: str, version: int, where: str, copy: DataFrame, replay: DataFra
         | (F.col("_c_kind") != F.col("_r_kind"))
     )
     return findings_of(joined.where(different), check, "error", detail, F.lit(version), path)
+
+
+def _checkpoint_differences(
+    check: str, version: int, where: str, rows: DataFrame, timeline: Timeline
+) -> DataFrame:
+    """Findings of the checkpoint's file action `rows` (as read, not reconciled) against the
+    replay's state at `version`, from one read of each: the checkpoint's rows are counted per
+    logical file with a window (the row they lead with carries the key's findings), then joined
+    once with the replay's live files and tombstones. Found, as the protocol keys files: a live
+    file the checkpoint lacks; an add the log does not have live, or whose size, partition
+    values, DV cardinality or row ids differ; a remove of a file that is not a tombstone; a key
+    listed more than once."""
+    logged = F.coalesce("add.path", "remove.path")
+    by_key = Window.partitionBy(*KEY)
+    # One sort serves both windows (and the sort-merge join after them): same keys, same order.
+    leading = by_key.orderBy(F.col("is_add").desc())
+    whole = leading.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    copy = rows.select(
+        *KEY,
+        F.col("is_add").alias("_c_add"),
+        F.when(F.col("is_add"), _fingerprint_fields("add")).alias("_c_fp"),
+        logged.alias("_c_logged"),
+        F.count(F.lit(1)).over(whole).alias("_c_n"),
+        F.count(F.when(F.col("is_add"), 1)).over(whole).alias("_c_adds"),
+        F.row_number().over(leading).alias("_c_rank"),
+    )
+    replay = timeline.files_at(version).select(
+        *KEY,
+        F.col("is_add").alias("_r_add"),
+        F.when(F.col("is_add"), _fingerprint_fields("add")).alias("_r_fp"),
+    )
+    joined = copy.join(replay, KEY, "full_outer")
+    live, tombstone = F.coalesce(F.col("_r_add"), F.lit(False)), F.coalesce(~F.col("_r_add"), F.lit(False))
+    leads = F.col("_c_rank").isNull() | (F.col("_c_rank") == 1)  # one row per key carries its own findings
+    path = F.col("path_key")
+
+    def found(condition: Column, detail: Column, at: Column = path) -> Column:
+        return F.when(condition, F.struct(detail.alias("detail"), at.alias("path")))
+
+    problems = F.array(
+        found(
+            leads & live & (F.coalesce(F.col("_c_adds"), F.lit(0)) == 0),
+            F.lit(f"the log has a live file as an add that {where} lacks"),
+        ),
+        found(
+            F.col("_c_add") & ~live,
+            F.lit(f"{where} has an add that the log does not have at version {version}"),
+        ),
+        found(
+            F.col("_c_add") & live & (F.col("_c_fp") != F.col("_r_fp")),
+            F.concat(F.lit(f"{where} has "), F.to_json("_c_fp"), F.lit(", the log has "), F.to_json("_r_fp")),
+        ),
+        found(
+            ~F.col("_c_add") & ~tombstone,
+            F.lit(f"{where} has a remove of a file that is not a tombstone at version {version}"),
+        ),
+        found(
+            leads & (F.col("_c_n") > 1),
+            F.concat(F.lit(f"{where} lists a file "), F.col("_c_n").cast("string"), F.lit(" times")),
+            F.col("_c_logged"),
+        ),
+    )
+    each = joined.select(F.explode(F.filter(problems, lambda p: p.isNotNull())).alias("_p"))
+    return findings_of(each, check, "error", F.col("_p.detail"), F.lit(version), F.col("_p.path"))
 
 
 def _keyed(rows: DataFrame, adds_only: bool) -> DataFrame:
@@ -166,36 +234,7 @@ def checkpoints(ctx: AuditContext) -> DataFrame:
                 Finding(check, "error", f"{where} cannot be read: {exc}", version, checkpoint.files[0].path)
             )
             continue
-        rows = snapshot.fileActions()
-        live = timeline.live_at(version)
-        frames.append(_diff(check, version, where, _keyed(rows, True), _keyed(live, True), "a live file as"))
-        tombstones = _keyed(rows.where("not is_add"), False)
-        known = _keyed(timeline.tombstones_at(version), False).select(*KEY)
-        frames.append(
-            findings_of(
-                tombstones.join(known, KEY, "left_anti"),
-                check,
-                "error",
-                F.lit(f"{where} has a remove of a file that is not a tombstone at version {version}"),
-                F.lit(version),
-                F.col("path"),
-            )
-        )
-        duplicates = (
-            rows.groupBy(*KEY)
-            .agg(F.count(F.lit(1)).alias("n"), F.first(F.coalesce("add.path", "remove.path")).alias("path"))
-            .where("n > 1")
-        )
-        frames.append(
-            findings_of(
-                duplicates,
-                check,
-                "error",
-                F.concat(F.lit(f"{where} lists a file "), F.col("n").cast("string"), F.lit(" times")),
-                F.lit(version),
-                F.col("path"),
-            )
-        )
+        frames.append(_checkpoint_differences(check, version, where, snapshot.fileActions(), timeline))
         have = SmallState(
             _clean_dict(snapshot.protocol.asDict()),
             _clean_dict(snapshot.metadata.asDict()),

@@ -62,6 +62,15 @@ _HELD_INTERVALS = StructType(
     ]
 )
 _NEVER = (1 << 63) - 1  # the end of an interval that is still open
+_ADD_WITHOUT_STATS = StructType([f for f in schemas.ADD.fields if f.name != "stats"])
+
+
+def _without_stats(add: Column) -> Column:
+    """`add` without its `stats` JSON (a new struct, not `dropFields`: Spark folds a plain struct
+    into rows held on the driver, not a field update; and the scans below it then skip `stats`)."""
+    return F.when(
+        add.isNotNull(), F.struct(*[add.getField(f.name).alias(f.name) for f in _ADD_WITHOUT_STATS])
+    )
 
 
 def clean_document(value: Any) -> Any:
@@ -187,7 +196,9 @@ class Timeline:
         )
 
     # ---- file actions ------------------------------------------------------------------------------
-    def _events(self) -> DataFrame:
+    def _events(self, stats: bool) -> DataFrame:
+        """Every file action from the base on; without `stats`, `add` lacks its `stats` JSON (the
+        bulk of a file action, which only `state_at` returns: the scans then skip it)."""
         frames = []
         if self.base_snapshot is not None:
             frames.append(
@@ -205,29 +216,38 @@ class Timeline:
         events = frames[0]
         for frame in frames[1:]:
             events = events.unionByName(frame, allowMissingColumns=True)
-        return events
+        if stats or "add" not in events.columns:
+            return events
+        return events.withColumn("add", _without_stats(F.col("add")))
 
-    @cached_property
-    def intervals(self) -> DataFrame:
-        """One row per file action: `start` (its version), `end` (the version of the next action on the
-        same key, null while it is the newest), `is_add`, the key and the action. Within a version a
-        `remove` supersedes an `add` of the same key (an empty interval)."""
-        held = self._intervals_on_driver()
+    def _interval_rows(self, stats: bool) -> tuple[DataFrame, bool]:
+        """`intervals` (`add` with its `stats` or without) and whether they are held on the driver."""
+        held = self._intervals_on_driver(stats)
         if held is not None:
-            return held
+            return held, True
         order = Window.partitionBy("path_key", "dv_id").orderBy(F.col("version"), F.col("is_add").desc())
         frame = (
-            self._events()
+            self._events(stats)
             .withColumn("end", F.lead("version").over(order))
             .withColumnRenamed("version", "start")
             .where(F.col("end").isNull() | (F.col("end") > F.col("start")))
         )
-        return self._keep(frame)
+        return frame, False
 
-    def _intervals_on_driver(self) -> DataFrame | None:
+    @cached_property
+    def intervals(self) -> DataFrame:
+        """One row per file action: `start` (its version), `end` (the version of the next action on the
+        same key, null while it is the newest), `is_add`, the key and the action (`add` without its
+        `stats` JSON: kept for all the checks, it holds what they compare and not the bulk of the
+        log). Within a version a `remove` supersedes an `add` of the same key (an empty interval)."""
+        frame, held = self._interval_rows(stats=False)
+        return frame if held else self._keep(frame)
+
+    def _intervals_on_driver(self, stats: bool = False) -> DataFrame | None:
         """`intervals` of a small log, swept on the driver from the actions the driver replay reads
         (typed exactly as Spark reads them) and held there; None where it cannot be sure to read
-        them as Spark does (Spark then reads them and names what is wrong)."""
+        them as Spark does (Spark then reads them and names what is wrong). `stats`: `add` keeps
+        its `stats` JSON."""
         if not self.small:
             return None
         events: list[tuple[int, bool, tuple[str, str], str]] = []
@@ -259,7 +279,7 @@ class Timeline:
             "is_add",
             "path_key",
             "dv_id",
-            F.from_json("add_json", schemas.ADD).alias("add"),
+            F.from_json("add_json", schemas.ADD if stats else _ADD_WITHOUT_STATS).alias("add"),
             F.from_json("remove_json", schemas.REMOVE).alias("remove"),
             "end",
         )
@@ -310,9 +330,10 @@ class Timeline:
 
     def state_at(self, version: int) -> DataFrame:
         """The file actions live at `version` as the protocol keys them (by path and deletion
-        vector id), in `Snapshot.fileActions()`'s columns: what the audit checks when the
-        snapshot's own reconciliation refuses the state (a data file live twice)."""
-        return self._at(version).select(
+        vector id), in `Snapshot.fileActions()`'s columns, `add` with its `stats`: what the audit
+        checks when the snapshot's own reconciliation refuses the state (a data file live twice).
+        Replayed anew (the kept `intervals` hold no stats); its caller keeps what it needs."""
+        return self._at(version, self._interval_rows(stats=True)[0]).select(
             F.col("start").alias("version"),
             "is_add",
             "path_key",
@@ -322,16 +343,15 @@ class Timeline:
             F.lit(None).alias("checkpoint_stats"),
         )
 
-    def live_at(self, version: int) -> DataFrame:
-        """The live `add` rows at `version`."""
-        return self._at(version).where("is_add")
+    def files_at(self, version: int) -> DataFrame:
+        """The `intervals` rows of `version`: its live files (`is_add`) and its tombstones, one row
+        per logical file."""
+        return self._at(version, self.intervals)
 
-    def tombstones_at(self, version: int) -> DataFrame:
-        return self._at(version).where("not is_add")
-
-    def _at(self, version: int) -> DataFrame:
+    @staticmethod
+    def _at(version: int, intervals: DataFrame) -> DataFrame:
         v = F.lit(version)
-        return self.intervals.where((F.col("start") <= v) & (F.col("end").isNull() | (F.col("end") > v)))
+        return intervals.where((F.col("start") <= v) & (F.col("end").isNull() | (F.col("end") > v)))
 
     @cached_property
     def small(self) -> bool:
