@@ -160,9 +160,7 @@ def _checkpoint_differences(
     return findings_of(each, check, "error", F.col("_p.detail"), F.lit(version), F.col("_p.path"))
 
 
-def _keyed(rows: DataFrame, adds_only: bool) -> DataFrame:
-    if adds_only:
-        rows = rows.where("is_add")
+def _keyed(rows: DataFrame) -> DataFrame:
     return rows.select(
         *KEY,
         F.col("path_key").alias("path"),
@@ -279,13 +277,13 @@ def compactions(ctx: AuditContext) -> DataFrame:
         actions = read_json_actions(ctx.spark, [f], ["add", "remove"], select_lines=False)
         # Read as readers read it: a compaction written without full reconciliation may hold an add
         # and a remove of one key, and then the remove is the later event.
-        copy = _keyed(newest_per_file(file_action_rows(actions, ctx.root), table_root=ctx.root), False)
+        copy = _keyed(newest_per_file(file_action_rows(actions, ctx.root), table_root=ctx.root))
         newest = timeline.intervals.where(
             (F.col("start") >= start)
             & (F.col("start") <= end)
             & (F.col("end").isNull() | (F.col("end") > end))
         )
-        frames.append(_diff(check, end, where, copy, _keyed(newest, False), "an action as"))
+        frames.append(_diff(check, end, where, copy, _keyed(newest), "an action as"))
         kinds = read_json_actions(ctx.spark, [f], ["protocol", "metaData"]).select(
             F.to_json("protocol").alias("protocol"), F.to_json("metaData").alias("metaData")
         )

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from deltaspark.operations.write import remove_of, removes_of
+from deltaspark.read.scan import listing_columns
 from deltaspark.spark_compat import is_local, local_frame, persist_sized, sql_in
 from deltaspark.transaction.transaction import Transaction, driver_file_actions, rendered_removes
 
@@ -98,23 +99,12 @@ def totals_and_rows(
 ONE_TASK_BYTES = 16 * 1024 * 1024
 
 
-def _listing() -> list[Any]:
-    """What `read_files` collects of the files it reads (its `listed`)."""
-    return [
-        "path",
-        F.col("deletionVector").isNotNull().alias("hasDv"),
-        F.col("deletionVector.cardinality").alias("deleted"),
-        "deletionVector",
-        "size",
-    ]
-
-
 def held_listing(files: DataFrame | None) -> list[Row] | None:
     """`read_files`'s `listed` for files held on the driver (collected with no job); None for
     files that are not."""
     if files is None or not is_local(files):
         return None
-    return files.select(*_listing()).collect()
+    return files.select(*listing_columns(files)).collect()
 
 
 def in_one_task(rows: DataFrame, listed: list[Row] | None) -> DataFrame:
@@ -165,7 +155,7 @@ class FileSet:
         `data_change`) and listing, held when few."""
         frame = persist_sized(frame, size_bytes)
         cached.append(frame)
-        listing = ["line", *_listing()]
+        listing = ["line", *listing_columns(frame)]
         lined = rendered_removes(frame.withColumn("remove", remove_of(now_ms, data_change)))
         limit = driver_file_actions(frame.sparkSession)
         values, held = totals_and_rows(lined, totals, listing, False, limit)

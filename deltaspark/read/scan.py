@@ -346,18 +346,7 @@ def read_files(
         limit = 0
     if listed is None:
         # One job: the paths Spark's scan needs (at most `limit` + 1 of them reach the driver).
-        listed = (
-            _frame(files)
-            .select(
-                "path",
-                F.col("deletionVector").isNotNull().alias("hasDv"),
-                F.col("deletionVector.cardinality").alias("deleted"),
-                "deletionVector",  # the descriptors, so that the deleted rows need no second replay
-                _size_of(_frame(files)),
-            )
-            .limit(limit + 1)
-            .collect()
-        )
+        listed = _frame(files).select(*listing_columns(_frame(files))).limit(limit + 1).collect()
     if not listed:
         return snapshot._spark.createDataFrame([], output)
     if len(listed) > limit:
@@ -388,6 +377,18 @@ def read_files(
     return _read_native(
         snapshot, reader, files, listed, row_tracking, keep_row_index, extra, carry, with_dv, output
     )
+
+
+def listing_columns(files: DataFrame) -> list[Column | str]:
+    """What a read collects of `files` (its `listed`): paths, whether each has a DV and how many
+    rows it deletes, the DV descriptors (so that the deleted rows need no second replay), sizes."""
+    return [
+        "path",
+        F.col("deletionVector").isNotNull().alias("hasDv"),
+        F.col("deletionVector.cardinality").alias("deleted"),
+        "deletionVector",
+        _size_of(files),
+    ]
 
 
 def _size_of(files: DataFrame) -> Column:

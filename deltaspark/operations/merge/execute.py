@@ -45,11 +45,11 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    BinaryType,
     BooleanType,
     DateType,
+    DecimalType,
+    IntegralType,
     LongType,
-    NumericType,
     StringType,
     StructField,
     StructType,
@@ -120,9 +120,10 @@ ROW_INDEX = "__deltaspark_row_index"
 PAIR_BYTES = 256  # about the size of a matched pair's row: its file, position, clause and key
 DRIVER_ROWS = 10_000  # source rows (and then changed target rows) a merge holds on the driver
 DRIVER_SOURCE_BYTES = 8 * 1024 * 1024  # Spark's estimate of a source the driver may hold
-# Key types whose collected values Python orders as Spark does (not timestamps with a time zone:
-# collected as local wall-clock times, which a daylight-saving change can put out of order).
-_ORDERED_TYPES = (NumericType, BooleanType, DateType, TimestampNTZType, BinaryType)
+# Key types whose collected values Python orders as Spark does (not floating point: NaN; not
+# timestamps with a time zone: collected as local wall-clock times, which a daylight-saving change
+# can put out of order).
+_ORDERED_TYPES = (IntegralType, DecimalType, BooleanType, DateType, TimestampNTZType)
 _CHANGED_ROWS = StructType([StructField(FILE_COLUMN, StringType()), StructField(ROW_INDEX, LongType())])
 _TOUCHED = StructType([StructField("__touched", StringType())])
 
@@ -318,14 +319,8 @@ class _Plan:
             keys = source.select(*[p.source.alias(f"__b{i}") for i, p in enumerate(ranged)] or [F.lit(1)])
             if all(_python_ordered(f.dataType) for f in keys.schema.fields):
                 rows = keys.collect()
-                bounds = []
-                for i in range(len(ranged)):
-                    values = [r[i] for r in rows if r[i] is not None]
-                    if any(isinstance(v, float) and v != v for v in values):  # NaN: Spark's order
-                        break
-                    bounds.append((min(values), max(values)) if values else (None, None))
-                else:
-                    return len(rows), bounds
+                columns = [[r[i] for r in rows if r[i] is not None] for i in range(len(ranged))]
+                return len(rows), [(min(c), max(c)) if c else (None, None) for c in columns]
         row = source.agg(F.count(F.lit(1)), *[f(p.source) for p in ranged for f in (F.min, F.max)]).first()
         return int(row[0]), [(row[1 + 2 * i], row[2 + 2 * i]) for i in range(len(ranged))]
 
@@ -843,10 +838,10 @@ class _Plan:
 
 
 def _python_ordered(data_type: Any) -> bool:
-    """Whether Python's `min`/`max` of collected values order them as Spark's do: numbers, dates,
-    timestamps without a time zone, binary, strings of the binary collation (UTF-8 byte order is
-    code point order); not NaN (checked on the values), zoned timestamps, structs, arrays or
-    collated strings."""
+    """Whether Python's `min`/`max` of collected values order them as Spark's do: integers,
+    decimals, booleans, dates, timestamps without a time zone, strings of the binary collation
+    (UTF-8 byte order is code point order); not floating point, zoned timestamps or collated
+    strings (the key pairs never range nested types)."""
     if isinstance(data_type, StringType):
         return getattr(data_type, "collation", "UTF8_BINARY") in ("UTF8_BINARY", None)
     return isinstance(data_type, _ORDERED_TYPES)
