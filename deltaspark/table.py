@@ -32,6 +32,8 @@ from deltaspark.catalog import (
     resolve,
     sync,
 )
+from deltaspark.conversion.from_iceberg import convert_iceberg, parse_iceberg_identifier
+from deltaspark.conversion.to_iceberg import IcebergExport, to_iceberg
 from deltaspark.errors import (
     InvalidArgumentError,
     NonContiguousVersionsError,
@@ -56,8 +58,6 @@ from deltaspark.maintenance.vacuum import vacuum
 from deltaspark.operations import table_changes
 from deltaspark.operations.convert import convert, parse_identifier
 from deltaspark.operations.delete import delete as delete_rows
-from deltaspark.operations.iceberg_export import IcebergExport, to_iceberg
-from deltaspark.operations.iceberg_import import convert_iceberg, parse_iceberg_identifier
 from deltaspark.operations.merge.builder import DeltaMergeBuilder
 from deltaspark.operations.merge.execute import merge as merge_rows
 from deltaspark.operations.optimize.builder import METRICS_SCHEMA, DeltaOptimizeBuilder

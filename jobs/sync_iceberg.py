@@ -4,7 +4,7 @@ brought to the latest Delta version, incrementally where it can be).
     spark-submit jobs/sync_iceberg.py s3a://bucket/orders s3a://bucket/events --output sync.json
     spark-submit jobs/sync_iceberg.py --paths-file tables.txt --format-version 3
 
-The job lives in `deltaspark.operations.iceberg_sync_job`, so the same code also runs as the
+The job lives in `deltaspark.conversion.sync_job`, so the same code also runs as the
 `deltaspark-iceberg-sync-job` console script or a Databricks Python wheel task.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from deltaspark.operations.iceberg_sync_job import build_parser, main, sync_table
+from deltaspark.conversion.sync_job import build_parser, main, sync_table
 
 __all__ = ["build_parser", "main", "sync_table"]
 

@@ -246,11 +246,11 @@ def test_full_conversion_when_the_log_no_longer_holds_the_commits(spark, table) 
 
 
 def test_counts_that_disagree_with_the_delta_snapshot_commit_nothing(spark, table, monkeypatch) -> None:  # noqa: ANN001
-    from deltaspark.operations import iceberg_incremental
+    from deltaspark.conversion import incremental
 
     first = table.toIceberg()
     table.delete("a < 3")
-    plan = iceberg_incremental.plan
+    plan = incremental.plan
 
     def blind(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - an increment that misses the changes
         found = plan(*args, **kwargs)  # ... rewriting the manifests without dropping a file
@@ -258,7 +258,7 @@ def test_counts_that_disagree_with_the_delta_snapshot_commit_nothing(spark, tabl
             found, dirty=found.dirty.withColumn("drop", F.array().cast("array<string>"))
         )
 
-    monkeypatch.setattr(iceberg_incremental, "plan", blind)
+    monkeypatch.setattr(incremental, "plan", blind)
     with pytest.raises(IcebergExportMismatchError, match="data files|rows") as caught:
         table.toIceberg()
     assert "Nothing was committed" in str(caught.value)
@@ -352,9 +352,9 @@ def test_a_vector_gone_from_a_shared_puffin_file_deletes_nothing(spark, tmp_path
     """Two files' DVs in one Puffin file; a restore drops one of them. pyiceberg 0.12 applies every
     blob of a Puffin file it opens, so the incremental conversion writes the surviving DV again into
     a new Puffin file: no live entry names the old one."""
-    from deltaspark.operations import iceberg_export
+    from deltaspark.conversion import to_iceberg as export
 
-    monkeypatch.setattr(iceberg_export, "parallelism", lambda spark: 1)  # one task: one Puffin file
+    monkeypatch.setattr(export, "parallelism", lambda spark: 1)  # one task: one Puffin file
     path = str(tmp_path / "shared")
     props = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
     key = "spark.sql.parquet.outputTimestampType"
@@ -392,12 +392,12 @@ def test_refusals_by_name(spark, table, monkeypatch) -> None:  # noqa: ANN001
     metadata_dir = Path(table.path) / "metadata"
     deltaspark.write(spark.createDataFrame(_rows(50, 52), SCHEMA), table.path)
     # a racing conversion commits v2 between this one's read of v1 and its write
-    from deltaspark.operations import iceberg_export
+    from deltaspark.conversion import to_iceberg as export
 
-    stale = iceberg_export._previous(table.path)
+    stale = export._previous(table.path)
     (metadata_dir / "v2.metadata.json").write_text(_local(done.metadata_location).read_text())
     with monkeypatch.context() as patch:
-        patch.setattr(iceberg_export, "_previous", lambda root: stale)
+        patch.setattr(export, "_previous", lambda root: stale)
         with pytest.raises(IcebergCommitConflictError, match="v2.metadata.json"):
             table.toIceberg()
     assert _local(done.metadata_location).read_text() == (metadata_dir / "v2.metadata.json").read_text()
@@ -443,7 +443,7 @@ def test_the_name_mapping_keeps_fields_earlier_snapshots_hold() -> None:
     """Files of earlier snapshots hold columns the schema no longer has (a restore to an older
     schema); readers resolving files without field ids through the mapping must still find them,
     unless the current schema uses the name again."""
-    from deltaspark.operations.iceberg_export import _kept_mappings
+    from deltaspark.conversion.to_iceberg import _kept_mappings
 
     previous = [
         {"field-id": 1, "names": ["i"]},

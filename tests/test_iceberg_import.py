@@ -382,13 +382,13 @@ def pa_schema_without_ids(schema):  # noqa: ANN001, ANN201
     ],
 )
 def test_partition_values_serialize_as_delta_reads_them(value, kind, text) -> None:  # noqa: ANN001
-    from deltaspark.operations.iceberg_file_describer import delta_partition_value
+    from deltaspark.conversion.file_describer import delta_partition_value
 
     assert delta_partition_value(value, kind) == text
 
 
 def test_an_empty_string_partition_value_is_not_written() -> None:
-    from deltaspark.operations.iceberg_file_describer import delta_partition_value
+    from deltaspark.conversion.file_describer import delta_partition_value
 
     with pytest.raises(ValueError, match="null"):
         delta_partition_value("", "string")  # Delta reads an empty partition value as null
@@ -399,7 +399,7 @@ def test_partitioning_needs_one_set_of_identity_columns() -> None:
     file lacking one is refused otherwise, by name."""
     from types import SimpleNamespace
 
-    from deltaspark.operations.iceberg_import import _partitioning
+    from deltaspark.conversion.from_iceberg import _partitioning
 
     meta = SimpleNamespace(default_spec_id=1)
     identity = {0: {2: "part"}, 1: {2: "part"}, 2: {2: "part", 3: "day"}, 3: {4: "raw"}}

@@ -30,6 +30,7 @@ LAYERS = [
     ("transaction",),
     ("maintenance",),
     ("operations",),
+    ("conversion",),  # Delta <-> Iceberg: the Iceberg reader and Delta's write path, above both
     ("audit",),
     ("table",),
     ("demo",),

@@ -23,12 +23,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from deltaspark.conversion.to_iceberg import to_iceberg
 from deltaspark.errors import IcebergTableNotFoundError
 from deltaspark.features import row_tracking
 from deltaspark.iceberg import table_metadata
 from deltaspark.log.paths import normalize_root
 from deltaspark.maintenance.job_io import add_common_arguments, each_table, finish_job, start_job
-from deltaspark.operations.iceberg_export import to_iceberg
 from deltaspark.snapshot import Snapshot, load_version
 from deltaspark.storage import storage_for
 

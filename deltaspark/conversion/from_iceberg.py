@@ -35,6 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from deltaspark.conversion import file_describer
 from deltaspark.errors import CorruptIcebergMetadataError, UnsupportedFeatureError
 from deltaspark.features import dv_codec
 from deltaspark.features.enablement import features_for_schema, required_protocol
@@ -42,13 +43,12 @@ from deltaspark.iceberg import manifests, scan, stored_names, table_metadata
 from deltaspark.iceberg import types as ice_types
 from deltaspark.iceberg.job_errors import eager
 from deltaspark.log.paths import normalize_root
-from deltaspark.operations import iceberg_file_describer
 from deltaspark.operations.deletion_vector_writer import DV_ROWS_SCHEMA, encoded_descriptor, stage_dv_files
 from deltaspark.operations.write import new_table_metadata
 from deltaspark.storage import Storage
 from deltaspark.transaction.transaction import CommitResult, Transaction
 
-cloudpickle.register_pickle_by_value(iceberg_file_describer)
+cloudpickle.register_pickle_by_value(file_describer)
 cloudpickle.register_pickle_by_value(stored_names)
 
 log = logging.getLogger(__name__)
@@ -176,11 +176,9 @@ def convert_iceberg(
             if column not in tasks.columns:  # the snapshot has no deletes of that kind
                 tasks = tasks.withColumn(column, F.lit(None).cast(kind))
         identity, partition_fields = _identity_fields(metadata, iceberg_schema)
-        describer = iceberg_file_describer.file_describer(
-            root, _leaves(iceberg_schema), identity, partition_fields
-        )
+        describer = file_describer.file_describer(root, _leaves(iceberg_schema), identity, partition_fields)
         spark.sparkContext.setJobDescription(f"deltaspark: describing the data files of Iceberg table {root}")
-        described_schema = iceberg_file_describer.DESCRIBED.append(stored_names.NAMES_FIELD)
+        described_schema = file_describer.DESCRIBED.append(stored_names.NAMES_FIELD)
         described = (
             tasks.repartition(manifests.parallelism(spark))
             .mapInArrow(stored_names.with_stored_names(describer), _spark_schema(described_schema))
@@ -277,7 +275,7 @@ def _identity_fields(
         partition_fields[spec_id] = [
             (f.field_id, fields[f.source_id]["name"], fields[f.source_id]["type"])
             for f in sources
-            if f.source_id in top_level and iceberg_file_describer.partitionable(fields[f.source_id]["type"])
+            if f.source_id in top_level and file_describer.partitionable(fields[f.source_id]["type"])
         ]
     return identity, partition_fields
 

@@ -29,6 +29,7 @@ from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from deltaspark.conversion import incremental
 from deltaspark.errors import (
     IcebergCommitConflictError,
     IcebergExportMismatchError,
@@ -40,7 +41,6 @@ from deltaspark.features import row_tracking
 from deltaspark.iceberg import avro_encode, from_spark, manifest_writer, table_metadata
 from deltaspark.iceberg.manifests import parallelism
 from deltaspark.log.paths import canonical_path, normalize_root
-from deltaspark.operations import iceberg_incremental
 from deltaspark.read.data_skipping import DEFAULT_STRING_PREFIX_LENGTH
 from deltaspark.snapshot import Snapshot
 from deltaspark.storage import Storage
@@ -49,7 +49,7 @@ cloudpickle.register_pickle_by_value(manifest_writer)
 cloudpickle.register_pickle_by_value(avro_encode)
 
 log = logging.getLogger(__name__)
-DELTA_VERSION = iceberg_incremental.DELTA_VERSION  # as Delta UniForm records it
+DELTA_VERSION = incremental.DELTA_VERSION  # as Delta UniForm records it
 DELTA_TIMESTAMP = "delta-timestamp"
 PARTITION_FIELD_BASE = 1000
 # Delta writers with the change data feed may leave `_change_type` in data files; it is no column of
@@ -197,7 +197,7 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
     )
     increment = None
     if previous is not None:
-        increment = iceberg_incremental.plan(
+        increment = incremental.plan(
             spark, storage, snapshot, previous, converted, spec_id, format_version, root
         )
     previous_rows: list[dict[str, Any]] = []
@@ -206,9 +206,7 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
         spark.sparkContext.setJobDescription(
             f"deltaspark: rewriting Iceberg manifests of {root} with files changed since the last conversion"
         )
-        previous_rows, data_bytes = iceberg_incremental.rewrite(
-            spark, increment, snapshot_id, sequence, metadata_dir
-        )
+        previous_rows, data_bytes = incremental.rewrite(spark, increment, snapshot_id, sequence, metadata_dir)
         tasks = tasks.join(increment.touched, tasks["file_path"] == increment.touched["path"], "left_semi")
     spark.sparkContext.setJobDescription(
         f"deltaspark: Iceberg manifests for {root} at version {snapshot.version}"
@@ -274,7 +272,7 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
     summary = {
         "operation": "overwrite" if previous is not None and (increment is None or removed) else "append",
         DELTA_VERSION: str(snapshot.version),
-        iceberg_incremental.DATA_BYTES: str(data_bytes),
+        incremental.DATA_BYTES: str(data_bytes),
         "total-data-files": str(data_files),
         "total-delete-files": str(vectors),
         "total-records": str(data_rows),
