@@ -327,6 +327,7 @@ class Snapshot:
         version; not reconciled."""
         return self._small_actions(kind)
 
+    @eager
     def files(self, filter: Any = None) -> DataFrame:  # noqa: A002 - PySpark's own name for it
         """One row per live logical file (`add` action after reconciliation).
 

@@ -45,6 +45,44 @@ def spark_version(spark: SparkSession) -> tuple[int, int]:
     return _major_minor(spark.version)
 
 
+_call_site_lock = threading.Lock()
+_call_site_state: list[Any] = [0, None]  # [depth of internal calls, PySpark's cached setting]
+
+
+@contextlib.contextmanager
+def internal_plan() -> Iterator[None]:
+    """deltaspark's own plan building, without PySpark 4's call-site capture.
+
+    PySpark 4 wraps every `functions` call and Column operator to record the user's call site for
+    error messages (`spark.python.sql.dataFrameDebugging.enabled`): about eight JVM round trips
+    each (the active session, its setting of the stack depth, a thread-local set and cleared).
+    The plans deltaspark builds inside one of its calls make hundreds of such calls - 3,700 of a
+    small merge's 8,800 - and the sites they would record are deltaspark's own lines, not the
+    user's. Inside this block PySpark's cached setting reads off (a Python module flag: the
+    session's setting is untouched), and is restored when the outermost block ends; nested and
+    concurrent blocks share one depth count. Spark 3.5 captures nothing and is left as it is."""
+    try:
+        from pyspark.errors import utils as error_utils
+    except ImportError:  # pragma: no cover - every supported PySpark has it
+        yield
+        return
+    if not hasattr(error_utils, "_enable_debugging_cache"):
+        yield
+        return
+    with _call_site_lock:
+        if _call_site_state[0] == 0:
+            _call_site_state[1] = error_utils._enable_debugging_cache
+            error_utils._enable_debugging_cache = False
+        _call_site_state[0] += 1
+    try:
+        yield
+    finally:
+        with _call_site_lock:
+            _call_site_state[0] -= 1
+            if _call_site_state[0] == 0:
+                error_utils._enable_debugging_cache = _call_site_state[1]
+
+
 def try_cast(column: Column, data_type: DataType) -> Column:
     """A cast that yields null instead of failing (Spark 4 runs in ANSI mode by default)."""
     if callable(getattr(type(column), "try_cast", None)):  # pyspark 4 (classic and Connect)

@@ -31,6 +31,7 @@ from deltaspark.errors import (
     UnsupportedFileSystemError,
     WorkerEnvironmentError,
 )
+from deltaspark.spark_compat import internal_plan
 
 CORRUPT_LOG = "corrupt Delta log file"
 CORRUPT_DATA = "corrupt data file"
@@ -253,7 +254,8 @@ def eager_with(translator: Callable[[BaseException, Any], DeltaSparkError | None
         @functools.wraps(func)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             try:
-                return func(*args, **kwargs)
+                with internal_plan():
+                    return func(*args, **kwargs)
             except DeltaSparkError:
                 raise
             except Exception as exc:

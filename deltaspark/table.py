@@ -560,6 +560,7 @@ class DeltaTable:
         result = delete_rows(self._spark, self._storage, self._path, self.snapshot(), condition)
         return self._after_commit(result)
 
+    @eager
     def update(
         self,
         condition: str | Any = None,

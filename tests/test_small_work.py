@@ -404,3 +404,35 @@ def _file_sizes(spark: Any) -> Iterator[None]:
     finally:
         spark.conf.unset(MAX_FILE_SIZE_CONF)
         spark.conf.unset(MIN_FILE_SIZE_CONF)
+
+
+def test_deltasparks_own_plans_skip_pysparks_call_site_capture(spark, tmp_path, monkeypatch):
+    """PySpark 4 records the user's call site at every `functions` call and Column operator (about
+    eight JVM round trips each). Inside a deltaspark call the sites would be deltaspark's own
+    lines: its plans are built without them, and the user's own DataFrame code, before and after
+    and after a failed call, still records them (`spark_compat.internal_plan`)."""
+    from pyspark.errors import utils as error_utils
+
+    if not hasattr(error_utils, "_enable_debugging_cache"):
+        pytest.skip("Spark 3.5's PySpark records no call sites")
+    captured: list[str] = []
+    original = error_utils._capture_call_site
+
+    def capture(depth: int) -> str:
+        captured.append("x")
+        return original(depth)
+
+    monkeypatch.setattr(error_utils, "_capture_call_site", capture)
+    path = _table(spark, tmp_path / "t")
+    F.col("id") + 1  # the user's own expression: recorded
+    assert captured, "PySpark records call sites in this session (else the test proves nothing)"
+    captured.clear()
+    table = DeltaTable.forPath(spark, path)
+    table.update("id = 200", {"v": "v + 1"})
+    table.toDF().where("id < 5").count()
+    assert captured == []
+    with pytest.raises(DeltaSparkError):
+        table.delete("no_such_column > 1")
+    assert captured == []
+    F.col("id") + 1  # restored after the calls, the failed one included
+    assert captured
