@@ -534,3 +534,44 @@ def test_a_small_read_with_deletion_vectors_replays_the_log_once(spark, log):
     plan = frame._jdf.queryExecution().executedPlan().toString()
     assert "json" not in plan.lower() and "hashpartitioning" not in plan.lower(), plan
     assert _ids(frame) == sorted([i for i in range(10) if i not in (1, 2)] * 2)
+
+
+def _plan(df) -> str:  # noqa: ANN001
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def test_rows_are_tied_to_their_files_by_a_hash_only_where_it_is_exact(spark, log, monkeypatch):
+    """A read that joins rows to their files' entries (partition values, row tracking, DVs) joins
+    on `xxhash64` of the path Spark reports, where every location is plain (the reported path is
+    the location itself) and no two locations share a hash; otherwise on each row's canonical
+    path. Both routes give each row its own file's partition value: plain names, names Spark
+    escapes (a space, `%`, non-ASCII), and - with every hash made equal - the per-row route."""
+    plain = ["part=a/x.parquet", "part=b/y.parquet", "part=c/z.parquet"]
+    escaped = ["part=d/a b.parquet", "part=e/ü%41.parquet"]
+    actions = []
+    for i, name in enumerate([*plain, *escaped]):
+        entry = write_parquet(log.root, name, pa.table({"id": pa.array([i], pa.int64())}))
+        entry["add"]["path"] = urllib.parse.quote(name)
+        entry["add"]["partitionValues"] = {"part": f"v{i}"}
+        actions.append(entry)
+    log.commit(0, protocol(), metadata(partition_columns=["part"]), *actions[:3])
+    table = DeltaTable.forPath(spark, log.path)
+    hashed = table.toDF()
+    assert sorted((r["id"], r["part"]) for r in hashed.collect()) == [(0, "v0"), (1, "v1"), (2, "v2")]
+    assert "_file_hash" in _plan(hashed)
+
+    log.commit(1, *actions[3:])
+    per_row = DeltaTable.forPath(spark, log.path).toDF()
+    expected = [(i, f"v{i}") for i in range(5)]
+    assert sorted((r["id"], r["part"]) for r in per_row.collect()) == expected
+    assert "_file_hash" not in _plan(per_row)
+
+    # every location hashed alike: the hashes cannot tell the files apart, so the rows are tied
+    # by their paths (a join on the hash would give every row every file's partition value)
+    from pyspark.sql import functions as F
+
+    monkeypatch.setattr(F, "xxhash64", lambda *columns: F.lit(7).cast("long"))
+    log.commit(2, remove(actions[3]["add"]["path"]), remove(actions[4]["add"]["path"]))
+    colliding = DeltaTable.forPath(spark, log.path).toDF()
+    assert sorted((r["id"], r["part"]) for r in colliding.collect()) == expected[:3]
+    assert "_file_hash" not in _plan(colliding)

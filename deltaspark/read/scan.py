@@ -485,13 +485,8 @@ def _read_native(
     repeated = len(paths) < len(listed)
 
     def scan(locations: list[str], with_index: bool) -> DataFrame:
-        columns: list[Column | str] = [_col(f.name) for f in read_schema.fields]
-        columns.append(canonical_path(F.col("_metadata.file_path"), root).alias("_key"))
-        columns.append(
-            (F.col("_metadata.row_index") if with_index else F.lit(None).cast("long")).alias("_row_index")
-        )
         try:
-            frame = read_paths(
+            return read_paths(
                 spark,
                 spark.read.options(**STRICT_READ_OPTIONS).schema(read_schema),
                 "parquet",
@@ -502,16 +497,33 @@ def _read_native(
             if missing:
                 raise MissingDataFileError(missing.group(1)) from exc
             raise
-        return frame.select(*columns)
 
     groups = [[p for p, indexed in paths.items() if indexed is flag] for flag in (False, True)]
-    parts = [scan(group, flag) for group, flag in zip(groups, (False, True), strict=True) if group]
-    _check_sizes(snapshot._storage, parts, {absolute_path(r["path"], root): r["size"] for r in listed})
+    scans = [(scan(group, flag), flag) for group, flag in zip(groups, (False, True), strict=True) if group]
+    frames = [frame for frame, _ in scans]
+    _check_sizes(snapshot._storage, frames, {absolute_path(r["path"], root): r["size"] for r in listed})
+    joined = bool(reader.partition_fields) or row_tracking or bool(carry) or (has_dvs and repeated)
+    # Rows are tied to their file by a hash of the path Spark reports, where the driver can vouch
+    # for it (`_file_hashes`); else by the path's canonical form, built per row.
+    # (a read joined for nothing else keys its deleted rows by each row's canonical path: one join
+    # fewer, and no broadcast job for a small table)
+    hashes = _file_hashes(spark, list(paths)) if joined else None
+    if hashes is not None and any(path_key(r["path"], root) not in hashes for r in listed):
+        hashes = None  # a listed path whose key is not its location: the per-row route
+    file_path = F.col("_metadata.file_path")
+    parts = [
+        frame.select(
+            *[_col(f.name) for f in read_schema.fields],
+            (file_path if hashes is not None else canonical_path(file_path, root)).alias("_key"),
+            *([F.xxhash64(file_path).alias("_file_hash")] if hashes is not None else []),
+            (F.col("_metadata.row_index") if flag else F.lit(None).cast("long")).alias("_row_index"),
+        )
+        for frame, flag in scans
+    ]
     rows = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
-    joined = bool(reader.partition_fields) or row_tracking or bool(carry) or (has_dvs and repeated)
     if joined:
-        entries = None if carry or repeated else _held_entries(snapshot, reader, listed)
+        entries = None if carry or repeated else _held_entries(snapshot, reader, listed, hashes)
         if entries is None:
             dv_id = dv_unique_id(F.col("deletionVector")) if has_dvs else F.lit("")
             entries = _frame(files).select(
@@ -522,9 +534,21 @@ def _read_native(
                 F.col("defaultRowCommitVersion").alias("_default_commit_version"),
                 *[_col(c) for c in carry],
             )
+            if hashes is not None:
+                by_key = local_frame(
+                    spark,
+                    {"_hashed_key": list(hashes), "_entry_hash": list(hashes.values())},
+                    "_hashed_key string, _entry_hash long",
+                )
+                entries = entries.join(
+                    F.broadcast(by_key), entries["_file_key"] == by_key["_hashed_key"]
+                ).drop("_hashed_key")
         if len(listed) <= BROADCAST_FILES_LIMIT:
             entries = F.broadcast(entries)
-        rows = rows.join(entries, rows["_key"] == entries["_file_key"], "left")
+        if hashes is not None:
+            rows = rows.join(entries, rows["_file_hash"] == entries["_entry_hash"], "left")
+        else:
+            rows = rows.join(entries, rows["_key"] == entries["_file_key"], "left")
     if has_dvs:
         by_dv = joined and repeated
         deleted = deleted_rows(
@@ -538,7 +562,9 @@ def _read_native(
         )
         if deleted_count <= broadcast_limit:
             deleted = F.broadcast(deleted)
-        key = deletion_key(F.col("_key"), F.col("_dv_id") if by_dv else None)
+        # the canonical key: the entries' where rows were tied by hash (their `_key` is as Spark has it)
+        file_key = F.col("_file_key") if hashes is not None else F.col("_key")
+        key = deletion_key(file_key, F.col("_dv_id") if by_dv else None)
         rows = rows.withColumn("_deletion_key", key)
         rows = rows.join(
             deleted.select(F.col("key").alias("_deletion_key"), F.col("row_index").alias("_row_index")),
@@ -550,7 +576,33 @@ def _read_native(
     )
 
 
-def _held_entries(snapshot: Any, reader: TableReader, listed: list[Any]) -> DataFrame | None:
+# A location Spark's scan reports as its `_metadata.file_path` unchanged: a scheme, an authority
+# and a path of characters a URI carries as they are (what Spark and Delta writers name files).
+_PLAIN_LOCATION = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:(//[A-Za-z0-9.@:_-]*)?/[A-Za-z0-9._=/-]*$")
+
+
+def _file_hashes(spark: Any, locations: list[str]) -> dict[str, int] | None:
+    """Each scanned location (a file's canonical key) -> its `xxhash64`, for tying rows to their
+    files by that hash - a join on a long, where building each row's canonical path and joining on
+    the string costs a 10M-row read about a second more. Only where that is exact: every location
+    is plain (`_PLAIN_LOCATION`: the path Spark reports for its rows is the location itself, so the
+    canonical key needs no per-row work), and no two locations share a hash (computed by Spark on
+    the driver, as a local relation). A row whose path matches no location still finds no entry
+    and fails the read, as before. None (the per-row route) otherwise, and on Spark Connect."""
+    from deltaspark.spark_compat import is_connect
+
+    if not locations or is_connect(spark) or not all(_PLAIN_LOCATION.match(p) for p in locations):
+        return None
+    hashed = local_frame(spark, {"p": locations}, "p string").select("p", F.xxhash64("p")).collect()
+    values = {str(r[0]): int(r[1]) for r in hashed}
+    if len(set(values.values())) != len(locations):
+        return None
+    return values
+
+
+def _held_entries(
+    snapshot: Any, reader: TableReader, listed: list[Any], hashes: dict[str, int] | None = None
+) -> DataFrame | None:
     """What the read ties to each file's rows (its key, typed partition values, row tracking
     fields), made from `listed` rows that carry it (`driver_replay.listed_adds`: a small table's
     state held on the driver) as a local relation, instead of from the file list's frame; None
@@ -559,8 +611,11 @@ def _held_entries(snapshot: Any, reader: TableReader, listed: list[Any]) -> Data
     call that reads it, naming its log file and data file, as the log's other damage does."""
     if not listed or not hasattr(listed[0], "fileKey"):
         return None
-    rows = [tuple(r[name] for name in ENTRY_FIELDS) for r in listed]
-    held = held_frame(snapshot._spark, rows, ENTRIES_SCHEMA)
+    rows = [
+        (*(r[name] for name in ENTRY_FIELDS), hashes.get(r["fileKey"]) if hashes is not None else None)
+        for r in listed
+    ]
+    held = held_frame(snapshot._spark, rows, ENTRIES_SCHEMA + ", _entry_hash long")
     source = ValueSource(snapshot._log_file_of(F.col("version")), F.col("path"))
     partition = typed_partition_values(
         F.from_json("partitionValues", "map<string,string>"), reader.partition_fields, reader.mode, source
@@ -571,6 +626,7 @@ def _held_entries(snapshot: Any, reader: TableReader, listed: list[Any]) -> Data
         partition.alias("_partition"),
         F.col("baseRowId").alias("_base_row_id"),
         F.col("defaultRowCommitVersion").alias("_default_commit_version"),
+        F.col("_entry_hash"),
     )
     if reader.partition_fields:
         entries.select("_partition").collect()
