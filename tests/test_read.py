@@ -559,6 +559,19 @@ def test_rows_are_tied_to_their_files_by_a_hash_only_where_it_is_exact(spark, lo
     hashed = table.toDF()
     assert sorted((r["id"], r["part"]) for r in hashed.collect()) == [(0, "v0"), (1, "v1"), (2, "v2")]
     assert "_file_hash" in _plan(hashed)
+    # entries from the file list's frame (a read carrying a column, as DML's): hashed as well
+    # once the files are large enough to repay the hashes' broadcast (here: always)
+    from pyspark.sql import functions as F
+
+    from deltaspark.read import scan
+
+    monkeypatch.setattr(scan, "HASH_JOIN_MIN_BYTES", 0)
+    snapshot = table.snapshot()
+    carried = scan.read_files(snapshot, snapshot.files().withColumn("__f", F.col("path")), carry=["__f"])
+    assert sorted((r["id"], r["part"], r["__f"]) for r in carried.collect()) == [
+        (i, f"v{i}", actions[i]["add"]["path"]) for i in range(3)
+    ]
+    assert "_file_hash" in _plan(carried)
 
     log.commit(1, *actions[3:])
     per_row = DeltaTable.forPath(spark, log.path).toDF()
@@ -568,8 +581,6 @@ def test_rows_are_tied_to_their_files_by_a_hash_only_where_it_is_exact(spark, lo
 
     # every location hashed alike: the hashes cannot tell the files apart, so the rows are tied
     # by their paths (a join on the hash would give every row every file's partition value)
-    from pyspark.sql import functions as F
-
     monkeypatch.setattr(F, "xxhash64", lambda *columns: F.lit(7).cast("long"))
     log.commit(2, remove(actions[3]["add"]["path"]), remove(actions[4]["add"]["path"]))
     colliding = DeltaTable.forPath(spark, log.path).toDF()

@@ -83,6 +83,9 @@ _DELETED_ROWS_SCHEMA = StructType(
     [StructField("key", StringType(), False), StructField("row_index", LongType(), False)]
 )
 _GLOB_CHARS = "{}[]*?\\"
+# A read whose entries come from the file list's frame ties rows to files by hash from this size of
+# data (below it, building each row's canonical path costs less than the hashes' broadcast job).
+HASH_JOIN_MIN_BYTES = 64 * 1024 * 1024
 
 
 def _col(name: str) -> Column:
@@ -503,11 +506,14 @@ def _read_native(
     frames = [frame for frame, _ in scans]
     _check_sizes(snapshot._storage, frames, {absolute_path(r["path"], root): r["size"] for r in listed})
     joined = bool(reader.partition_fields) or row_tracking or bool(carry) or (has_dvs and repeated)
-    # Rows are tied to their file by a hash of the path Spark reports, where the driver can vouch
-    # for it (`_file_hashes`); else by the path's canonical form, built per row.
-    # (a read joined for nothing else keys its deleted rows by each row's canonical path: one join
-    # fewer, and no broadcast job for a small table)
-    hashes = _file_hashes(spark, list(paths)) if joined else None
+    # A joined read ties rows to their files' entries by a hash of the path Spark reports, where
+    # the driver can vouch for it (`_file_hashes`); else by each row's canonical path. Entries not
+    # held on the driver get their hashes in a broadcast of its own (a job, which a small read's
+    # rows do not repay); a read joined for nothing else keys its deleted rows by each row's
+    # canonical path (one join fewer).
+    held_entries = not (carry or repeated) and bool(listed) and hasattr(listed[0], "fileKey")
+    worth = held_entries or sum(getattr(r, "size", None) or 0 for r in listed) >= HASH_JOIN_MIN_BYTES
+    hashes = _file_hashes(spark, list(paths)) if joined and worth else None
     if hashes is not None and any(path_key(r["path"], root) not in hashes for r in listed):
         hashes = None  # a listed path whose key is not its location: the per-row route
     file_path = F.col("_metadata.file_path")
