@@ -50,6 +50,7 @@ from deltaspark.spark_compat import (
     check_python_workers,
     conf_get,
     held_frame,
+    is_connect,
     local_frame,
     read_paths,
     spark_version,
@@ -529,7 +530,7 @@ def _read_native(
     rows = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
     if joined:
-        entries = None if carry or repeated else _held_entries(snapshot, reader, listed, hashes)
+        entries = _held_entries(snapshot, reader, listed, hashes) if held_entries else None
         if entries is None:
             dv_id = dv_unique_id(F.col("deletionVector")) if has_dvs else F.lit("")
             entries = _frame(files).select(
@@ -595,8 +596,6 @@ def _file_hashes(spark: Any, locations: list[str]) -> dict[str, int] | None:
     canonical key needs no per-row work), and no two locations share a hash (computed by Spark on
     the driver, as a local relation). A row whose path matches no location still finds no entry
     and fails the read, as before. None (the per-row route) otherwise, and on Spark Connect."""
-    from deltaspark.spark_compat import is_connect
-
     if not locations or is_connect(spark) or not all(_PLAIN_LOCATION.match(p) for p in locations):
         return None
     hashed = local_frame(spark, {"p": locations}, "p string").select("p", F.xxhash64("p")).collect()
