@@ -58,11 +58,13 @@ from deltaspark.features.metadata import Metadata
 from deltaspark.features.protocol import Protocol
 from deltaspark.iceberg import IcebergSnapshot, IcebergTable
 from deltaspark.snapshot import Snapshot
+from deltaspark.streaming import writeStream
 from deltaspark.table import CommitResult, DeltaTable, DeltaTableBuilder, write
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "writeStream",
     "CorruptIcebergMetadataError",
     "IcebergSnapshot",
     "IcebergTable",

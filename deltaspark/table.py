@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
 from deltaspark.audit.audit import audit_context, audit_table
@@ -71,6 +72,7 @@ from deltaspark.snapshot import USE_COMPACTIONS_CONF, Snapshot, load_version
 from deltaspark.spark_compat import held_frame
 from deltaspark.spark_errors import eager
 from deltaspark.storage import Storage, storage_for
+from deltaspark.transaction.idempotent import app_transaction
 from deltaspark.transaction.transaction import CommitResult
 
 log = logging.getLogger(__name__)
@@ -254,6 +256,7 @@ class DeltaTable:
             builder.condition,
             list(builder.clauses),
             builder.schemaEvolution,
+            app_transaction(self._spark, builder.txnAppId, builder.txnVersion),
         )
         self._after_commit(outcome.commit)
         m = outcome.metrics
@@ -308,6 +311,14 @@ class DeltaTable:
     def detail(self) -> DataFrame:
         """One row describing the table, like DESCRIBE DETAIL."""
         return detail_frame(self.snapshot(), self._name)
+
+    @eager
+    def transactionVersion(self, appId: str) -> int | None:
+        """The newest version of application `appId` the table holds (its `txn` action, see
+        `Snapshot.transactions`), or None: what an idempotent writer or a streaming query
+        (`deltaspark.writeStream`, whose appId is the query's id) has committed."""
+        row = self.snapshot().transactions().where(F.col("appId") == appId).select("version").first()
+        return int(row[0]) if row is not None else None
 
     @eager
     def history(self, limit: int | None = None) -> DataFrame:
@@ -554,10 +565,15 @@ class DeltaTable:
         )
 
     @eager
-    def delete(self, condition: str | Any = None) -> CommitResult | None:
+    def delete(
+        self, condition: str | Any = None, txnAppId: str | None = None, txnVersion: int | None = None
+    ) -> CommitResult | None:
         """Delete the rows matching `condition` (SQL string or Column; every row when None), as
-        delta-spark's `DeltaTable.delete`; None when no file can hold a matching row."""
-        result = delete_rows(self._spark, self._storage, self._path, self.snapshot(), condition)
+        delta-spark's `DeltaTable.delete`; None when no file can hold a matching row.
+        `txnAppId`/`txnVersion` (or the session's `spark.databricks.delta.write.txnAppId` /
+        `txnVersion`) make it idempotent: None when the table already holds that version."""
+        app = app_transaction(self._spark, txnAppId, txnVersion)
+        result = delete_rows(self._spark, self._storage, self._path, self.snapshot(), condition, app)
         return self._after_commit(result)
 
     @eager
@@ -565,11 +581,15 @@ class DeltaTable:
         self,
         condition: str | Any = None,
         set: dict[str, Any] | None = None,  # noqa: A002 - delta-spark's name
+        txnAppId: str | None = None,
+        txnVersion: int | None = None,
     ) -> CommitResult | None:
         """Set columns of the rows matching `condition` (SQL string or Column; every row when None),
         as delta-spark's `DeltaTable.update`: `set` maps column names (dotted for struct fields) to
-        SQL strings or Columns over the row before the update. None when no row matches."""
-        result = update_rows(self._spark, self._storage, self._path, self.snapshot(), condition, set)
+        SQL strings or Columns over the row before the update. None when no row matches, or when
+        the table already holds `txnVersion` of `txnAppId` (an idempotent write, see `delete`)."""
+        app = app_transaction(self._spark, txnAppId, txnVersion)
+        result = update_rows(self._spark, self._storage, self._path, self.snapshot(), condition, set, app)
         return self._after_commit(result)
 
     @eager
@@ -801,6 +821,40 @@ def write(
     `mergeSchema` adds new columns; `overwriteSchema` (overwrite) replaces schema and partitioning;
     `clusterBy` creates the table clustered by those columns (liquid clustering).
     Returns the commit, or None when nothing was committed."""
+    return write_table(
+        df,
+        path,
+        mode,
+        partitionBy,
+        replaceWhere,
+        txnAppId,
+        txnVersion,
+        userMetadata,
+        properties,
+        mergeSchema,
+        overwriteSchema,
+        clusterBy,
+        tableName,
+    )
+
+
+def write_table(
+    df: DataFrame,
+    path: str | None,
+    mode: str = "append",
+    partitionBy: list[str] | None = None,
+    replaceWhere: str | None = None,
+    txnAppId: str | None = None,
+    txnVersion: int | None = None,
+    userMetadata: str | None = None,
+    properties: dict[str, str] | None = None,
+    mergeSchema: bool = False,
+    overwriteSchema: bool = False,
+    clusterBy: list[str] | None = None,
+    tableName: str | None = None,
+    operation: tuple[str, dict[str, Any]] | None = None,
+) -> CommitResult | None:
+    """`write`, with the commit's operation given by the caller (the streaming sink's)."""
     spark = df.sparkSession
     if path is None and tableName is None:
         raise InvalidArgumentError("Give the table's path or tableName")
@@ -825,6 +879,7 @@ def write(
         mergeSchema,
         overwriteSchema,
         clusterBy,
+        operation,
     )
     registered_now = tableName is not None and not registered and (result is not None or mode == "ignore")
     if registered_now:

@@ -33,6 +33,7 @@ LAYERS = [
     ("conversion",),  # Delta <-> Iceberg: the Iceberg reader and Delta's write path, above both
     ("audit",),
     ("table",),
+    ("streaming",),  # Spark's structured streaming faces: the sink commits through `table`
     ("demo",),
     ("cli_output", "cli_iceberg", "cli"),
     ("__init__",),

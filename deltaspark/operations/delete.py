@@ -40,6 +40,7 @@ from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
 from deltaspark.spark_compat import persist_sized
 from deltaspark.storage import Storage
+from deltaspark.transaction.idempotent import apply_once
 from deltaspark.transaction.transaction import CommitResult, Transaction
 
 log = logging.getLogger(__name__)
@@ -69,14 +70,22 @@ def check_rows_changeable(snapshot: Snapshot, table_path: str, verb: str) -> Non
 
 
 def delete(
-    spark: SparkSession, storage: Storage, table_path: str, snapshot: Snapshot, condition: Any = None
+    spark: SparkSession,
+    storage: Storage,
+    table_path: str,
+    snapshot: Snapshot,
+    condition: Any = None,
+    app: tuple[str, int] | None = None,
 ) -> CommitResult | None:
-    """Delete the rows matching `condition` (a SQL string or Column; all rows when None)."""
+    """Delete the rows matching `condition` (a SQL string or Column; all rows when None); `app`,
+    an idempotent write's (txnAppId, txnVersion): nothing when the table already holds it."""
     started = time.time()
     check_rows_changeable(snapshot, table_path, "delete from")
     use_dvs = writes_deletion_vectors(snapshot)
     now = int(time.time() * 1000)
     txn = Transaction(spark, storage, table_path, snapshot)
+    if not apply_once(txn, app, table_path):
+        return None
     parameters: dict[str, Any] = {"predicate": [str(condition)] if condition is not None else []}
     metrics: dict[str, Any] = {
         "numRemovedFiles": 0,

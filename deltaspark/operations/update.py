@@ -78,6 +78,7 @@ from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
 from deltaspark.spark_compat import persist_sized
 from deltaspark.storage import Storage
+from deltaspark.transaction.idempotent import apply_once
 from deltaspark.transaction.transaction import CommitResult, Transaction
 
 log = logging.getLogger(__name__)
@@ -270,15 +271,19 @@ def update(
     snapshot: Snapshot,
     condition: Any = None,
     set: Mapping[str, Any] | None = None,  # noqa: A002 - delta-spark's name
+    app: tuple[str, int] | None = None,
 ) -> CommitResult | None:
     """Set the assigned columns of the rows matching `condition` (every row when None); None when
-    no row matches (nothing is committed)."""
+    no row matches, or when the table already holds `app` (an idempotent write's txnAppId and
+    txnVersion): nothing is committed."""
     started = time.time()
     metadata, protocol = snapshot.metadata, snapshot.protocol
     check_rows_changeable(snapshot, table_path, "update")
     schema = snapshot.schema
     resolved = assignments(spark, schema, set or {}, table_path)
     txn = Transaction(spark, storage, table_path, snapshot)
+    if not apply_once(txn, app, table_path):
+        return None
     if condition is None:
         txn.readWholeTable()
         files = snapshot.files()

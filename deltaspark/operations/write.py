@@ -71,6 +71,7 @@ from deltaspark.snapshot import Snapshot
 from deltaspark.spark_compat import held_frame, micros_timestamps
 from deltaspark.storage import Storage, join_path, storage_for
 from deltaspark.transaction import actions as A
+from deltaspark.transaction.idempotent import app_transaction, apply_once
 from deltaspark.transaction.transaction import CommitResult, Transaction, driver_file_actions, rendered_adds
 
 log = logging.getLogger(__name__)
@@ -578,10 +579,12 @@ def write(
     mergeSchema: bool = False,
     overwriteSchema: bool = False,
     clusterBy: list[str] | None = None,
+    operation: tuple[str, dict[str, Any]] | None = None,
 ) -> CommitResult | None:
     """Write `df` to the table (created when `snapshot` is None, clustered by `clusterBy` when
     given); None when nothing was committed (`ignore` on an existing table, or an idempotent write
-    already applied). `mergeSchema` adds the DataFrame's new columns to the table;
+    already applied). `operation`: the commit's operation and parameters when not a plain WRITE
+    (a streaming sink's `STREAMING UPDATE`). `mergeSchema` adds the DataFrame's new columns to the table;
     `overwriteSchema` (with mode overwrite) replaces the schema and partitioning (a clustered table
     keeps its clustering columns, which must still be there)."""
     mode = mode.lower()
@@ -589,8 +592,7 @@ def write(
         raise InvalidArgumentError("overwriteSchema needs mode='overwrite' without replaceWhere")
     if mode not in MODES:
         raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if (txnAppId is None) != (txnVersion is None):
-        raise InvalidArgumentError("Give txnAppId and txnVersion together")
+    app = app_transaction(spark, txnAppId, txnVersion)
     if snapshot is not None and mode in ("error", "errorifexists"):
         raise TableAlreadyExistsError(table_path)
     if snapshot is not None and mode == "ignore":
@@ -598,20 +600,8 @@ def write(
     if replaceWhere is not None and mode != "overwrite":
         raise InvalidArgumentError("replaceWhere needs mode='overwrite'")
     txn = Transaction(spark, storage, table_path, snapshot)
-    if txnAppId is not None:
-        assert txnVersion is not None
-        done = txn.txnVersion(txnAppId)
-        if done is not None and done >= txnVersion:
-            log.info(
-                "Skipping write: %s already committed version %d of application %s",
-                table_path,
-                done,
-                txnAppId,
-            )
-            return None
-        txn.addAction(
-            {"txn": {"appId": txnAppId, "version": txnVersion, "lastUpdated": int(time.time() * 1000)}}
-        )
+    if not apply_once(txn, app, table_path):
+        return None
 
     if snapshot is None:
         schema = StructType([StructField(f.name, f.dataType, True, f.metadata) for f in df.schema.fields])
@@ -754,7 +744,8 @@ def write(
             metrics["numRemovedFiles"] = int(gone[0] or 0)
             metrics["numRemovedBytes"] = int(gone[1] or 0)
             txn.removeFiles(removes_of(removed, now), metrics["numRemovedFiles"])
-        return txn.commit("WRITE", operation_parameters, metrics, userMetadata)
+        name, operation_parameters = operation or ("WRITE", operation_parameters)
+        return txn.commit(name, operation_parameters, metrics, userMetadata)
     finally:
         written.unpersist()
 

@@ -34,6 +34,8 @@ class DeltaMergeBuilder:
     condition: Any
     clauses: tuple[Clause, ...] = field(default=())
     schemaEvolution: bool = False
+    txnAppId: str | None = None
+    txnVersion: int | None = None
 
     def _with(self, clause: Clause) -> DeltaMergeBuilder:
         return replace(self, clauses=(*self.clauses, clause))
@@ -81,6 +83,9 @@ class DeltaMergeBuilder:
         struct fields to the table."""
         return replace(self, schemaEvolution=True)
 
-    def execute(self) -> DataFrame:
-        """Run the merge as one commit; delta-spark's one-row metrics DataFrame."""
-        return self._run(self)
+    def execute(self, txnAppId: str | None = None, txnVersion: int | None = None) -> DataFrame:
+        """Run the merge as one commit; delta-spark's one-row metrics DataFrame. With
+        `txnAppId`/`txnVersion` (or the session's `spark.databricks.delta.write.txnAppId` /
+        `txnVersion`) the merge is idempotent: when the table already holds that version of the
+        application, nothing is read or committed and every metric is 0."""
+        return self._run(replace(self, txnAppId=txnAppId, txnVersion=txnVersion))

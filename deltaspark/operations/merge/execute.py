@@ -110,6 +110,7 @@ from deltaspark.spark_compat import (
     spark_version,
 )
 from deltaspark.storage import Storage
+from deltaspark.transaction.idempotent import apply_once
 from deltaspark.transaction.transaction import CommitResult, Transaction
 
 log = logging.getLogger(__name__)
@@ -146,8 +147,10 @@ def merge(
     condition: Any,
     clauses: list[Clause],
     schema_evolution: bool = False,
+    app: tuple[str, int] | None = None,
 ) -> MergeOutcome:
-    """Merge `source` into the table (see the module docstring)."""
+    """Merge `source` into the table (see the module docstring); `app`, an idempotent write's
+    (txnAppId, txnVersion): nothing is read or committed when the table already holds it."""
     started = time.time()
     check_order(clauses)
     if not hasattr(source, "columns") or not hasattr(source, "join"):
@@ -166,6 +169,8 @@ def merge(
         spark, storage, table_path, snapshot, txn, target_alias or TARGET_ALIAS, source, condition, clauses
     )
     plan.evolve = schema_evolution
+    if not apply_once(txn, app, table_path):
+        return MergeOutcome(None, plan.metrics)
     plan.schema, plan.configuration = _evolved(snapshot, txn, source, clauses, schema_evolution, table_path)
     try:
         outcome = plan.run()
