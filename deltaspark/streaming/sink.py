@@ -69,7 +69,7 @@ def writeStream(
             "(as delta-spark, a Delta sink does not take update mode)"
         )
     if not checkpointLocation:
-        raise InvalidArgumentError("writeStream needs a checkpointLocation, where the query records its batches")
+        raise InvalidArgumentError("writeStream needs a checkpointLocation (the query's own record)")
     if path is not None and tableName is None and looks_like_name(path):
         path, tableName = None, path
     if path is None and tableName is None:
