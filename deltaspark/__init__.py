@@ -7,6 +7,7 @@ snap.files().show()             # live files, as a DataFrame
 """
 
 from deltaspark.audit.report import AuditReport
+from deltaspark.datasource import register
 from deltaspark.errors import (
     AppendOnlyTableError,
     ChangeDataNotRecordedError,
@@ -21,6 +22,7 @@ from deltaspark.errors import (
     CorruptDataFileError,
     CorruptIcebergMetadataError,
     CorruptLogError,
+    DeletedDataInStreamError,
     DeletionVectorError,
     DeltaSparkError,
     IcebergCommitConflictError,
@@ -37,8 +39,12 @@ from deltaspark.errors import (
     NotADeltaTableError,
     PermissionDeniedError,
     ProtocolChangedError,
+    SchemaChangedInStreamError,
     SnapshotNotFoundError,
     StorageError,
+    StreamDataLossError,
+    StreamingSourceError,
+    StreamTableChangedError,
     TableAlreadyExistsError,
     TableNotFoundError,
     TimestampOutOfRangeError,
@@ -48,6 +54,7 @@ from deltaspark.errors import (
     UnsupportedFileSystemError,
     UnsupportedSessionError,
     UnsupportedWriterFeatureError,
+    UpdatedDataInStreamError,
     VacuumLiteError,
     VacuumRetentionError,
     VersionNotFoundError,
@@ -64,6 +71,13 @@ from deltaspark.table import CommitResult, DeltaTable, DeltaTableBuilder, write
 __version__ = "0.1.0"
 
 __all__ = [
+    "DeletedDataInStreamError",
+    "SchemaChangedInStreamError",
+    "StreamDataLossError",
+    "StreamTableChangedError",
+    "StreamingSourceError",
+    "UpdatedDataInStreamError",
+    "register",
     "writeStream",
     "CorruptIcebergMetadataError",
     "IcebergSnapshot",

@@ -296,3 +296,31 @@ class IcebergCommitConflictError(CommitError):
 class IcebergExportMismatchError(DeltaSparkError):
     """The Iceberg metadata a conversion was about to commit does not count what the Delta snapshot
     holds (files, rows, deleted rows); nothing was committed."""
+
+
+class StreamingSourceError(DeltaSparkError):
+    """A streaming read of a Delta table cannot go on as asked (raised where Spark plans the
+    micro-batch: the query fails with this message)."""
+
+
+class DeletedDataInStreamError(StreamingSourceError):
+    """A commit the stream reaches removed data without adding any (a DELETE of whole files, a
+    partition overwrite): `ignoreDeletes`, `ignoreChanges` or `skipChangeCommits` let it go on."""
+
+
+class UpdatedDataInStreamError(StreamingSourceError):
+    """A commit the stream reaches rewrote data (UPDATE, MERGE, DELETE of some rows, deletion
+    vectors): `skipChangeCommits` skips such commits, `ignoreChanges` emits their rewritten files."""
+
+
+class SchemaChangedInStreamError(StreamingSourceError):
+    """A commit the stream reaches changed the schema in a way the stream's schema cannot read (a
+    column dropped, renamed or retyped): restart the query to read with the new schema."""
+
+
+class StreamDataLossError(StreamingSourceError):
+    """Log entries the stream still needs were cleaned up (`failOnDataLoss=false` skips ahead)."""
+
+
+class StreamTableChangedError(StreamingSourceError):
+    """The checkpoint's offsets belong to another table (`reservoirId`): the location was replaced."""

@@ -33,7 +33,8 @@ LAYERS = [
     ("conversion",),  # Delta <-> Iceberg: the Iceberg reader and Delta's write path, above both
     ("audit",),
     ("table",),
-    ("streaming",),  # Spark's structured streaming faces: the sink commits through `table`
+    # Spark's own faces: the streaming sink commits through `table`; the `delta` data source
+    ("streaming", "datasource"),
     ("demo",),
     ("cli_output", "cli_iceberg", "cli"),
     ("__init__",),

@@ -10,7 +10,7 @@ resolved among those versions.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
@@ -103,7 +103,11 @@ def in_commit_timestamps(spark: SparkSession, commits: Sequence[LogFile]) -> dic
 
 
 def _candidate_times(
-    spark: SparkSession, commits: Sequence[LogFile], ict: InCommitTimestamps, timestamp_ms: int
+    spark: SparkSession | None,
+    commits: Sequence[LogFile],
+    ict: InCommitTimestamps,
+    timestamp_ms: int,
+    read_ict: Callable[[Sequence[LogFile]], dict[int, int]] | None = None,
 ) -> tuple[dict[int, int], dict[int, int]]:
     """(every commit's time, the commits a timestamp may resolve to) under the protocol's rule:
     at or after the enablement timestamp only in-commit-timestamp versions count, before it only
@@ -113,7 +117,13 @@ def _candidate_times(
         raise TimestampOutOfRangeError("The table has no commit files to resolve a timestamp against")
     file_times = monotonic_file_times(commit_files)
     ict_files = [c for c in commit_files if ict.applies_to(c.version)]
-    ict_times = in_commit_timestamps(spark, ict_files) if ict_files else {}
+    if not ict_files:
+        ict_times: dict[int, int] = {}
+    elif read_ict is not None:
+        ict_times = read_ict(ict_files)
+    else:
+        assert spark is not None
+        ict_times = in_commit_timestamps(spark, ict_files)
     times = {v: t for v, t in file_times.items() if not ict.applies_to(v)}
     use_ict = bool(ict_times) and (
         ict.enablement_timestamp is None or timestamp_ms >= ict.enablement_timestamp or not times
@@ -122,13 +132,15 @@ def _candidate_times(
 
 
 def version_at_timestamp(
-    spark: SparkSession,
+    spark: SparkSession | None,
     commits: Sequence[LogFile],
     ict: InCommitTimestamps,
     timestamp_ms: int,
+    read_ict: Callable[[Sequence[LogFile]], dict[int, int]] | None = None,
 ) -> int:
-    """The latest version committed at or before `timestamp_ms`."""
-    every, candidates = _candidate_times(spark, commits, ict, timestamp_ms)
+    """The latest version committed at or before `timestamp_ms` (in-commit timestamps read by
+    `read_ict` where there is no session: a Python data source's worker)."""
+    every, candidates = _candidate_times(spark, commits, ict, timestamp_ms, read_ict)
     latest_version, earliest_version = max(every), min(every)
     if timestamp_ms > every[latest_version]:
         raise TimestampOutOfRangeError(
@@ -145,13 +157,14 @@ def version_at_timestamp(
 
 
 def first_version_at_or_after(
-    spark: SparkSession,
+    spark: SparkSession | None,
     commits: Sequence[LogFile],
     ict: InCommitTimestamps,
     timestamp_ms: int,
+    read_ict: Callable[[Sequence[LogFile]], dict[int, int]] | None = None,
 ) -> int:
     """The earliest version committed at or after `timestamp_ms` (a change feed's start)."""
-    every, candidates = _candidate_times(spark, commits, ict, timestamp_ms)
+    every, candidates = _candidate_times(spark, commits, ict, timestamp_ms, read_ict)
     eligible = [v for v, t in {**every, **candidates}.items() if t >= timestamp_ms]
     if not eligible:
         latest = max(every)

@@ -121,22 +121,28 @@ def make_reader(columns: list[dict[str, Any]], target: Any, table_root: str):  #
 
     def read(batches):  # noqa: ANN001, ANN202
         for batch in batches:
-            for row in batch.to_pylist():
-                table = _read_data_file(row["path"])
-                count = table.num_rows
-                deleted = _deleted(open_file, row, table_root)
-                keep = None
-                if deleted:
-                    keep = pa.array([i not in deleted for i in range(count)], pa.bool_())
-                arrays = []
-                for spec, field in zip(columns, target, strict=True):
-                    arrays.append(_column(spec, field, table, row, count))
-                out = pa.Table.from_arrays(arrays, schema=target)
-                if keep is not None:
-                    out = out.filter(keep)
-                yield from out.to_batches()
+            yield from read_files(batch.to_pylist(), columns, target, table_root)
 
     return carry_settings(read)
+
+
+def read_files(rows: list[dict[str, Any]], columns: list[dict[str, Any]], target: Any, table_root: str):  # noqa: ANN201
+    """Arrow batches in `target`'s schema of the data files `rows` name (path, typed partition
+    values, deletion vector, row tracking fields), each file's deleted rows left out."""
+    for row in rows:
+        table = _read_data_file(row["path"])
+        count = table.num_rows
+        deleted = _deleted(open_file, row, table_root)
+        keep = None
+        if deleted:
+            keep = pa.array([i not in deleted for i in range(count)], pa.bool_())
+        arrays = []
+        for spec, field in zip(columns, target, strict=True):
+            arrays.append(_column(spec, field, table, row, count))
+        out = pa.Table.from_arrays(arrays, schema=target)
+        if keep is not None:
+            out = out.filter(keep)
+        yield from out.to_batches()
 
 
 def _column(spec: dict[str, Any], field: Any, table: Any, row: dict[str, Any], count: int) -> Any:

@@ -1,0 +1,182 @@
+"""`spark.read.format("delta")`: a Python data source (Spark 4.0+) over a table's state.
+
+Planning (`schema`, `partitions`) runs in a Python process Spark starts on the driver's host and
+reads the log with `table_state` (no JVM there). Each input partition carries its own files; the
+reader that Spark ships to the executors holds only the column plan, so a table of many files
+costs the executors nothing more than their share. A task opens its files with pyarrow
+(`arrow_file_reader.read_files`: physical names or field ids of column mapping, type widening,
+deletion vectors, partition values) and yields Arrow record batches.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from deltaspark.datasource.table_state import TableState, load, output_schema, typed_partition_values
+from deltaspark.errors import InvalidArgumentError
+from deltaspark.features.column_mapping import ID_KEY, physical_name
+from deltaspark.features.schema import drop_void_fields
+from deltaspark.file_io import FileSystemSettings, install
+from deltaspark.read.arrow_file_reader import read_files
+from deltaspark.read.distributed_read import type_plan
+from deltaspark.spark_compat import arrow_schema
+
+NO_PATH = (
+    "deltaspark: format('delta') was given no path. spark.read.format('delta').load(path) reads a "
+    "table by its location. A table by name (spark.table, SELECT ... FROM db.t) reaches this data "
+    "source without its location: Spark's session catalog passes a Python data source none of the "
+    "catalog entry's options. Read it with deltaspark.DeltaTable.forName(spark, name).toDF(), or "
+    "load its location"
+)
+PARTITION_BYTES = 128 * 1024 * 1024  # as spark.sql.files.maxPartitionBytes
+MIN_PARTITIONS = 8  # enough tasks for a small cluster when the table is small
+
+
+@dataclass
+class FilePartition(InputPartition):
+    """The files one task reads, each with its typed partition values and deletion vector."""
+
+    files: list[dict[str, Any]]
+
+
+def column_plan(state: TableState) -> list[dict[str, Any]]:
+    """How `read_files` builds each output column (see `distributed_read.read_distributed`)."""
+    partitions = {c.lower() for c in state.metadata.partitionColumns}
+    mode, plan = state.mode, []
+    for field in drop_void_fields(state.schema).fields:
+        if field.name.lower() in partitions:
+            plan.append({"kind": "partition", "name": field.name})
+            continue
+        field_id = int(field.metadata[ID_KEY]) if mode == "id" and ID_KEY in field.metadata else None
+        plan.append(
+            {
+                "kind": "data",
+                "physical": physical_name(field, mode),
+                "id": field_id,
+                "type": type_plan(field.dataType, mode),
+            }
+        )
+    return plan
+
+
+def file_partitions(state: TableState, entries: list[dict[str, Any]] | None = None) -> list[FilePartition]:
+    """`entries` (the state's live files when None) in bins of about `PARTITION_BYTES` (smaller
+    for a small table, so that at least `MIN_PARTITIONS` tasks share it), in their order."""
+    entries = state.files if entries is None else entries
+    total = sum(f["size"] or 0 for f in entries)
+    target = max(1, min(PARTITION_BYTES, total // MIN_PARTITIONS or 1))
+    bins: list[FilePartition] = []
+    current: list[dict[str, Any]] = []
+    size = 0
+    for entry in entries:
+        task_entry = {
+            "path": entry["path"],
+            "partitionValues_parsed": typed_partition_values(state, entry),
+            "deletionVector": entry["deletionVector"],
+            "baseRowId": entry["baseRowId"],
+            "defaultRowCommitVersion": entry["defaultRowCommitVersion"],
+        }
+        if current and size + (entry["size"] or 0) > target:
+            bins.append(FilePartition(current))
+            current, size = [], 0
+        current.append(task_entry)
+        size += entry["size"] or 0
+    if current:
+        bins.append(FilePartition(current))
+    return bins
+
+
+class FileReading:
+    """What a task needs to read a partition's files: the column plan, the output schema, the
+    table root (deletion vectors) and the session's file system settings. Small: Spark ships it."""
+
+    def __init__(self, state: TableState, settings: FileSystemSettings | None) -> None:
+        self.table_root = state.table_root
+        self.columns = column_plan(state)
+        self.schema_json = output_schema(state).json()
+        self.settings = settings
+
+    def read(self, partition: FilePartition):  # noqa: ANN201 - Arrow record batches
+        target = arrow_schema(StructType.fromJson(json.loads(self.schema_json)))
+        install(self.settings)
+        try:
+            # Spark gives a bare InputPartition when a table has no files at all
+            yield from read_files(getattr(partition, "files", []), self.columns, target, self.table_root)
+        finally:
+            install(None)
+
+
+class DeltaBatchReader(FileReading, DataSourceReader):
+    """Plans a table's files into partitions; reads a partition's files as Arrow batches."""
+
+    def __init__(self, state: TableState, settings: FileSystemSettings | None) -> None:
+        super().__init__(state, settings)
+        self._state: TableState | None = state  # planning only: never shipped with the reader
+
+    def partitions(self) -> list[FilePartition]:
+        assert self._state is not None
+        return file_partitions(self._state)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_state": None}
+
+
+def batch_options(options: dict[str, str]) -> tuple[str, int | None, str | None]:
+    """(path, versionAsOf, timestampAsOf) from the reader's options, delta-spark's names."""
+    options = {k.lower(): v for k, v in options.items()}  # Spark passes them case-insensitively
+    path = options.get("path")
+    if not path:
+        raise InvalidArgumentError(NO_PATH)
+    version = options.get("versionasof")
+    timestamp = options.get("timestampasof")
+    if version is not None:
+        try:
+            version = int(version)
+        except ValueError:
+            raise InvalidArgumentError(f"versionAsOf must be a whole number, got {version!r}") from None
+    return path, version, timestamp
+
+
+class DeltaDataSource(DataSource):
+    """The `delta` format. `register` sets the class attributes from the session."""
+
+    short_name = "delta"
+    time_zone = "UTC"  # the session's spark.sql.session.timeZone, for timestampAsOf
+    settings: FileSystemSettings | None = None  # the session's S3A settings, for pyarrow
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.short_name
+
+    def _table(self) -> TableState:
+        held = getattr(self, "_held", None)
+        if held is None:
+            install(self.settings)
+            path, version, timestamp = batch_options(dict(self.options))
+            held = load(path, version, timestamp, self.time_zone)
+            self._held = held
+        return held
+
+    def schema(self) -> StructType:
+        return output_schema(self._table())
+
+    def reader(self, schema: StructType) -> DeltaBatchReader:
+        options = {k.lower(): str(v).lower() for k, v in self.options.items()}
+        if options.get("readchangefeed") == "true":
+            raise InvalidArgumentError(
+                "format('delta') with readChangeFeed is not read by the Python data source yet: use "
+                "deltaspark.DeltaTable.forPath(spark, path).changes(startingVersion=...)"
+            )
+        return DeltaBatchReader(self._table(), self.settings)
+
+    def streamReader(self, schema: StructType):  # noqa: ANN201 - a DeltaStreamReader
+        from deltaspark.datasource.stream import DeltaStreamReader
+
+        state = self._table()
+        path = str(dict((k.lower(), v) for k, v in self.options.items())["path"])
+        return DeltaStreamReader(path, state, dict(self.options), self.time_zone, self.settings)

@@ -1,0 +1,60 @@
+"""`deltaspark.register(spark)`: the `delta` format for `spark.read` (Spark 4.0+).
+
+Spark 4.0 added Python data sources. Registering one named `delta` makes
+`spark.read.format("delta").load(path)` read through deltaspark. Where delta-spark's JAR is on the
+session's class path, its `delta` source would clash with ours: the source is then registered as
+`deltaspark` only, and `register` says so. Spark 3.5 has no Python data sources: a named error.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pyspark.sql import SparkSession
+
+from deltaspark.errors import UnsupportedSessionError
+from deltaspark.file_io import session_settings
+from deltaspark.spark_compat import conf_get, is_connect, spark_version
+
+log = logging.getLogger(__name__)
+
+DELTA_SPARK_CLASS = "org.apache.spark.sql.delta.sources.DeltaDataSource"
+
+
+def _has_delta_spark(spark: SparkSession) -> bool:
+    if is_connect(spark):
+        return False
+    try:
+        spark._jvm.java.lang.Class.forName(DELTA_SPARK_CLASS)  # type: ignore[union-attr]
+        return True
+    except Exception:
+        return False
+
+
+def register(spark: SparkSession) -> str:
+    """Register deltaspark's data source with `spark` (idempotent); returns the format name to use:
+    `delta`, or `deltaspark` when delta-spark's JAR already provides `delta`."""
+    if spark_version(spark) < (4, 0):
+        raise UnsupportedSessionError(
+            "deltaspark.register needs Spark 4.0 or newer (Python data sources); this session runs "
+            f"Spark {spark.version}: use deltaspark.DeltaTable.forPath(spark, path).toDF()"
+        )
+    from deltaspark.datasource.batch import DeltaDataSource
+
+    name = "deltaspark" if _has_delta_spark(spark) else "delta"
+    if name != "delta":
+        log.warning(
+            "delta-spark's JAR provides format('delta'): deltaspark registered as format('deltaspark')"
+        )
+
+    source = type(
+        "DeltaSparkDataSource" if name == "deltaspark" else "DeltaDataSourceForSession",
+        (DeltaDataSource,),
+        {
+            "short_name": name,
+            "time_zone": conf_get(spark, "spark.sql.session.timeZone", "UTC"),
+            "settings": None if is_connect(spark) else session_settings(spark),
+        },
+    )
+    spark.dataSource.register(source)
+    return name

@@ -1,0 +1,203 @@
+"""A table's state at a version, read in plain Python: what a Python data source plans from.
+
+The snapshot deltaspark's API loads is Spark's work (jobs, or the driver's shortcuts for small
+logs, reached through the JVM). A Python data source's planning runs in a Python process without
+a JVM, so this module plans the log segment with the same pure-Python code (`plan_segment`:
+listing, `_last_checkpoint`, compactions) over `ArrowStorage` and replays it with `log_replay`.
+The live files are kept as plain dicts, in delta-spark's streaming order (modification time, path).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import zoneinfo
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from deltaspark.datasource.arrow_storage import ArrowStorage
+from deltaspark.datasource.log_replay import replay
+from deltaspark.errors import (
+    DeltaSparkError,
+    InvalidArgumentError,
+    MissingActionError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+)
+from deltaspark.features.column_mapping import column_mapping_mode, physical_name
+from deltaspark.features.metadata import Metadata
+from deltaspark.features.protocol import Protocol, check_readable
+from deltaspark.features.schema import drop_void_fields
+from deltaspark.log.commit_timestamps import InCommitTimestamps, version_at_timestamp
+from deltaspark.log.files import LogFile, LogFileKind
+from deltaspark.log.listing import list_log_files, log_dir_of, plan_segment, table_root_from
+
+
+@dataclass(frozen=True)
+class TableState:
+    """Protocol, metadata and live files of one version, as plain values."""
+
+    table_root: str
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    files: list[dict[str, Any]]  # one per live file (`file_entry`), delta-spark's streaming order
+
+    @property
+    def schema(self) -> StructType:
+        return self.metadata.schema(self.table_root)
+
+    @property
+    def mode(self) -> str:
+        return column_mapping_mode(self.protocol, self.metadata)
+
+
+def load(
+    table: str, version: int | None = None, timestamp: str | None = None, time_zone: str = "UTC"
+) -> TableState:
+    """The state of `table` at `version` (or as of `timestamp`, or the latest)."""
+    storage = ArrowStorage()
+    path = storage.qualify(table)
+    if timestamp is not None:
+        if version is not None:
+            raise InvalidArgumentError("Give versionAsOf or timestampAsOf, not both")
+        version = version_as_of(storage, path, timestamp, time_zone)
+    segment = plan_segment(storage, path, version)
+    root = table_root_from(list(segment.listing) or list(segment.tail_files), storage, path)
+    replayed = replay(storage, segment, root)
+    if replayed.protocol is None or replayed.metadata is None:
+        raise MissingActionError(
+            f"{path} has no {'protocol' if replayed.protocol is None else 'metaData'} "
+            f"at version {segment.version}"
+        )
+    protocol, metadata = Protocol.from_row(replayed.protocol), Metadata.from_row(replayed.metadata)
+    check_readable(protocol, path)
+    live = [file_entry(action, location) for location, action in replayed.live()]
+    live.sort(key=lambda f: (f["modificationTime"] or 0, f["path"]))  # delta-spark's stream order
+    return TableState(root, segment.version, protocol, metadata, live)
+
+
+def file_entry(add: dict[str, Any], location: str) -> dict[str, Any]:
+    """What a read needs of an `add` action; `location` is its canonical absolute path."""
+    return {
+        "path": location,
+        "size": add.get("size"),
+        "modificationTime": add.get("modificationTime"),
+        "partitionValues": add.get("partitionValues") or {},
+        "deletionVector": add.get("deletionVector"),
+        "baseRowId": add.get("baseRowId"),
+        "defaultRowCommitVersion": add.get("defaultRowCommitVersion"),
+    }
+
+
+def version_as_of(storage: ArrowStorage, path: str, timestamp: str, time_zone: str) -> int:
+    listing = list_log_files(storage, log_dir_of(path))
+    if listing is None:
+        raise TableNotFoundError(path)
+    latest = plan_segment(storage, path, None, listing=listing)
+    root = table_root_from(listing, storage, path)
+    replayed = replay(storage, latest, root)
+    protocol = Protocol.from_row(replayed.protocol or {})
+    metadata = Metadata.from_row(replayed.metadata or {})
+    commits = [f for f in listing if f.kind is LogFileKind.COMMIT]
+
+    def read_ict(files: list[LogFile]) -> dict[int, int]:
+        out = {}
+        for f in files:
+            first = (storage.read_text(f.path) or "").split("\n", 1)[0]
+            info = json.loads(first).get("commitInfo") if first.strip() else None
+            if info and info.get("inCommitTimestamp") is not None:
+                out[f.version] = int(info["inCommitTimestamp"])
+        return out
+
+    return version_at_timestamp(
+        None, commits, InCommitTimestamps.of(protocol, metadata), epoch_ms(timestamp, time_zone), read_ict
+    )
+
+
+def epoch_ms(timestamp: str, time_zone: str) -> int:
+    """A user's timestamp (ISO 8601 or Spark's `yyyy-MM-dd[ HH:mm:ss[.SSS]]`) in ms; without a zone
+    it is read in the session's time zone, as delta-spark reads `timestampAsOf`."""
+    text = str(timestamp).strip()
+    try:
+        parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidArgumentError(f"Cannot interpret {timestamp!r} as a timestamp") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=zoneinfo.ZoneInfo(time_zone))
+    return int(parsed.timestamp() * 1000)
+
+
+# ---- partition values --------------------------------------------------------------------------
+def partition_value(text: str | None, data_type: DataType, where: str) -> Any:
+    """A partition value as the protocol serializes it ("Partition Value Serialization"), typed."""
+    if text is None or (text == "" and not isinstance(data_type, StringType)):
+        return None
+    try:
+        if isinstance(data_type, StringType):
+            return text
+        if isinstance(data_type, ByteType | ShortType | IntegerType | LongType):
+            return int(text)
+        if isinstance(data_type, FloatType | DoubleType):
+            return float(text)
+        if isinstance(data_type, BooleanType):
+            if text.lower() not in ("true", "false"):
+                raise ValueError(text)
+            return text.lower() == "true"
+        if isinstance(data_type, DecimalType):
+            return Decimal(text)
+        if isinstance(data_type, DateType):
+            return dt.date.fromisoformat(text[:10])
+        if isinstance(data_type, TimestampType):
+            parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+            return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=dt.timezone.utc)
+        if isinstance(data_type, TimestampNTZType):
+            return dt.datetime.fromisoformat(text)
+        if isinstance(data_type, BinaryType):
+            return text.encode("utf-8")
+    except ValueError as exc:
+        raise DeltaSparkError(
+            f"deltaspark: partition value {text!r} of {where} is not a {data_type.simpleString()}"
+        ) from exc
+    raise UnsupportedFeatureError(f"deltaspark: partition column type {data_type.simpleString()} in {where}")
+
+
+def typed_partition_values(state: TableState, entry: dict[str, Any]) -> dict[str, Any]:
+    """A file's partition values by logical column name, typed (keys in the log are physical
+    names on a column-mapped table)."""
+    schema, mode = state.schema, state.mode
+    raw = entry["partitionValues"] or {}
+    out = {}
+    for name in state.metadata.partitionColumns:
+        field = next((f for f in schema.fields if f.name.lower() == name.lower()), None)
+        if field is None:
+            continue
+        key = physical_name(field, mode)
+        out[field.name] = partition_value(raw.get(key), field.dataType, entry["path"])
+    return out
+
+
+def output_schema(state: TableState) -> StructType:
+    """The rows' schema: the logical schema without the log's own field metadata."""
+    fields = drop_void_fields(state.schema).fields  # as `toDF`: a void column holds no value
+    return StructType([StructField(f.name, f.dataType, f.nullable) for f in fields])

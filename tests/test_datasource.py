@@ -1,0 +1,320 @@
+"""`spark.read.format("delta")` and `spark.readStream.format("delta")` (Spark 4.0+).
+
+Batch reads must return exactly `DeltaTable.toDF()`'s rows; streams must emit each file once, in
+delta-spark's order, and react to removes, schema changes and cleaned-up logs as delta-spark does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+import deltaspark
+from deltaspark import DeltaTable
+from deltaspark.datasource.table_state import load
+from deltaspark.errors import UnsupportedSessionError
+from deltaspark.spark_compat import PYSPARK_VERSION
+from tests.test_conformance import REFUSED, TABLES
+
+needs_spark_4 = pytest.mark.skipif(PYSPARK_VERSION < (4, 0), reason="Python data sources need Spark 4.0+")
+ADMISSION_CONTROL = PYSPARK_VERSION >= (4, 2)
+PLANNED_ONLY = {"300k-add-files-100-col-partitioned"}  # a log of 300,000 files without their data
+
+
+@pytest.fixture(scope="module")
+def delta(spark):
+    if PYSPARK_VERSION < (4, 0):
+        pytest.skip("Python data sources need Spark 4.0+")
+    assert deltaspark.register(spark) == "delta"
+    assert deltaspark.register(spark) == "delta"  # idempotent
+    return spark
+
+
+def _rows(df) -> list[str]:
+    return sorted(repr(tuple(r)) for r in df.collect())
+
+
+# ---- registration --------------------------------------------------------------------------------
+@pytest.mark.skipif(PYSPARK_VERSION >= (4, 0), reason="Spark 3.5 only: the named error")
+def test_spark_35_gets_a_named_error_for_the_data_source(spark):
+    with pytest.raises(UnsupportedSessionError, match=r"Spark 4\.0 or newer"):
+        deltaspark.register(spark)
+
+
+# ---- batch ---------------------------------------------------------------------------------------
+@needs_spark_4
+def test_format_delta_reads_what_todf_reads_with_time_travel(delta, tmp_path):
+    spark, path = delta, str(tmp_path / "t")
+    rows = spark.range(0, 40).select(
+        "id",
+        (F.col("id") % 3).cast("string").alias("part"),
+        F.to_date(F.lit("2024-02-29")).alias("day"),
+        (F.col("id") / 7).cast("decimal(10,2)").alias("amount"),
+        F.timestamp_seconds(F.col("id") * 3600).alias("at"),
+    )
+    deltaspark.write(rows, path, partitionBy=["part", "day"])
+    first_commit = time.time()
+    time.sleep(1.1)
+    deltaspark.write(rows.where("id < 5"), path)
+    DeltaTable.forPath(spark, path).delete("id = 7")
+    read = spark.read.format("delta").load(path)
+    assert read.schema.simpleString() == DeltaTable.forPath(spark, path).toDF().schema.simpleString()
+    assert _rows(read) == _rows(DeltaTable.forPath(spark, path).toDF())
+    assert read.count() == 44
+    assert spark.read.format("delta").option("versionAsOf", 0).load(path).count() == 40
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(first_commit + 0.5))  # the session is UTC
+    as_of = spark.read.format("delta").option("timestampAsOf", stamp).load(path)
+    assert _rows(as_of) == _rows(DeltaTable.forPath(spark, path).snapshot(version=0).toDF())
+
+
+@needs_spark_4
+def test_deletion_vectors_and_column_mapping_are_read_as_todf_reads_them(delta, tmp_path):
+    spark, path = delta, str(tmp_path / "t")
+    properties = {"delta.enableDeletionVectors": "true", "delta.columnMapping.mode": "name"}
+    deltaspark.write(spark.range(0, 50, 1, 2).withColumn("v", F.col("id") * 2), path, properties=properties)
+    table = DeltaTable.forPath(spark, path)
+    table.delete("id % 5 = 0")
+    table.renameColumn("v", "doubled") if hasattr(table, "renameColumn") else None
+    log = "".join(p.read_text() for p in sorted((tmp_path / "t" / "_delta_log").glob("*.json")))
+    assert '"deletionVector":{' in log  # the delete wrote a DV, not a rewrite
+    read = spark.read.format("delta").load(path)
+    assert _rows(read) == _rows(table.toDF())
+    assert read.count() == 40
+
+
+@needs_spark_4
+def test_a_table_by_name_is_refused_with_what_to_do(delta, tmp_path):
+    spark = delta
+    database = f"ds_{os.getpid()}"
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
+    try:
+        deltaspark.write(spark.range(3), tableName=f"{database}.t", path=str(tmp_path / "named"))
+        assert [r[0] for r in spark.sql(f"DESCRIBE TABLE {database}.t").collect()] == ["id"]
+        with pytest.raises(Exception, match="reaches this data source without its location"):
+            spark.table(f"{database}.t").collect()
+    finally:
+        spark.sql(f"DROP DATABASE {database} CASCADE")
+
+
+@needs_spark_4
+@pytest.mark.parametrize("name", TABLES)
+def test_format_delta_agrees_with_todf_on_every_conformance_table(delta, conformance, name):
+    path = str(conformance / name)
+    if name in PLANNED_ONLY:  # its data files are not there: the plan, not the rows
+        assert len(load(path).files) == DeltaTable.forPath(delta, path).snapshot().files().count()
+        return
+    try:
+        expected = DeltaTable.forPath(delta, path).toDF()
+        expected_rows = _rows(expected)
+    except Exception as exc:  # a table deltaspark refuses or cannot read: format('delta') must fail too
+        assert name in REFUSED or "data file" in str(exc).lower(), exc
+        with pytest.raises(Exception, match="deltaspark|delta"):
+            delta.read.format("delta").load(path).collect()
+        return
+    read = delta.read.format("delta").load(path)
+    assert [f.name for f in read.schema.fields] == [f.name for f in expected.schema.fields]
+    assert _rows(read) == expected_rows
+
+
+# ---- streams -------------------------------------------------------------------------------------
+def _stream(spark, path: str, checkpoint: Path, sink: Path, **options):
+    """One AvailableNow run of a stream from the table into a parquet sink; the query."""
+    reader = spark.readStream.format("delta")
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    query = (
+        reader.load(path)
+        .writeStream.format("parquet")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start(str(sink))
+    )
+    with contextlib.suppress(Exception):  # the test reads query.exception()
+        query.awaitTermination(120)
+    return query
+
+
+def _batches(query) -> list[int]:
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"] or p["batchId"] == 0]
+
+
+def _offsets(checkpoint: Path) -> list[dict]:
+    files = sorted(
+        (p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name)
+    )
+    return [json.loads(f.read_text().splitlines()[-1]) for f in files]
+
+
+def _ids(spark, sink: Path) -> list[int]:
+    return sorted(r[0] for r in spark.read.parquet(str(sink)).select("id").collect())
+
+
+@needs_spark_4
+def test_a_stream_reads_the_snapshot_then_each_commit_once_in_rate_limited_batches(delta, tmp_path):
+    spark, path = delta, str(tmp_path / "t")
+    checkpoint, sink = tmp_path / "cp", tmp_path / "out"
+    for start in (0, 10, 20):
+        deltaspark.write(spark.range(start, start + 10, 1, 2), path)  # 2 files each
+    first = _stream(spark, path, checkpoint, sink, maxFilesPerTrigger=2)
+    assert first.exception() is None
+    if ADMISSION_CONTROL:
+        assert _batches(first) == [10, 10, 10]  # 6 files of the snapshot, 2 per batch
+    assert _ids(spark, sink) == list(range(30))
+    offset = _offsets(checkpoint)[-1]
+    table_id = DeltaTable.forPath(spark, path).snapshot().metadata.id
+    assert offset == {
+        "sourceVersion": 1,
+        "reservoirId": table_id,
+        "reservoirVersion": 3,
+        "index": -1,
+        "isStartingVersion": False,
+    }
+    deltaspark.write(spark.range(100, 105, 1, 1), path)
+    DeltaTable.forPath(spark, path).optimize().executeCompaction()  # dataChange=false: nothing
+    deltaspark.write(spark.range(200, 203, 1, 1), path)
+    again = _stream(spark, path, checkpoint, sink, maxFilesPerTrigger=1)
+    assert again.exception() is None
+    if ADMISSION_CONTROL:
+        assert [n for n in _batches(again) if n] == [5, 3]
+    assert _ids(spark, sink) == [*range(30), *range(100, 105), *range(200, 203)]
+    assert [(o["reservoirVersion"], o["index"], o["isStartingVersion"]) for o in _offsets(checkpoint)][
+        :3
+    ] == [
+        (2, 1, True),
+        (2, 3, True),
+        (3, -1, False),
+    ]
+
+
+@needs_spark_4
+def test_starting_version_latest_and_timestamp(delta, tmp_path):
+    spark, path = delta, str(tmp_path / "t")
+    for start in (0, 10, 20):
+        deltaspark.write(spark.range(start, start + 10, 1, 1), path)
+        time.sleep(1.1 if start == 0 else 0)
+    from_one = _stream(spark, path, tmp_path / "c1", tmp_path / "o1", startingVersion=1)
+    assert from_one.exception() is None
+    assert _ids(spark, tmp_path / "o1") == list(range(10, 30))
+    latest = _stream(spark, path, tmp_path / "c2", tmp_path / "o2", startingVersion="latest")
+    assert latest.exception() is None
+    deltaspark.write(spark.range(50, 52, 1, 1), path)
+    _stream(spark, path, tmp_path / "c2", tmp_path / "o2", startingVersion="latest")
+    assert _ids(spark, tmp_path / "o2") == [50, 51]
+    commit_1 = (tmp_path / "t" / "_delta_log" / f"{1:020d}.json").stat().st_mtime
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(commit_1 - 0.5))
+    by_time = _stream(spark, path, tmp_path / "c3", tmp_path / "o3", startingTimestamp=stamp)
+    assert by_time.exception() is None
+    assert _ids(spark, tmp_path / "o3") == [*range(10, 30), 50, 51]
+
+
+@needs_spark_4
+def test_removes_fail_the_stream_unless_an_option_says_otherwise(delta, tmp_path):
+    spark, path = delta, str(tmp_path / "t")
+    deltaspark.write(spark.range(0, 10, 1, 2).withColumn("p", F.col("id") % 2), path, partitionBy=["p"])
+    table = DeltaTable.forPath(spark, path)
+    start = _stream(spark, path, tmp_path / "cp", tmp_path / "out")
+    assert start.exception() is None
+    table.delete("p = 1")  # whole files: a delete
+    deleted = _stream(spark, path, tmp_path / "cp", tmp_path / "out")
+    assert "Detected deleted data (for example" in str(deleted.exception())
+    assert "DeletedDataInStreamError" in str(deleted.exception())
+    ignored = _stream(spark, path, tmp_path / "cp", tmp_path / "out", ignoreDeletes=True)
+    assert ignored.exception() is None
+    table.update("id = 0", {"id": "100"})  # a rewrite: an update
+    updated = _stream(spark, path, tmp_path / "cp", tmp_path / "out", ignoreDeletes=True)
+    assert "Detected a data update (for example" in str(updated.exception())
+    changes = _stream(spark, path, tmp_path / "cp", tmp_path / "out", ignoreChanges=True)
+    assert changes.exception() is None  # the rewritten file again: 100 and the rows beside it
+    version = table.snapshot().version
+    commit = (tmp_path / "t" / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    rewritten = [str(tmp_path / "t" / json.loads(line)["add"]["path"]) for line in commit if '"add"' in line]
+    again = sorted(r[0] for r in spark.read.parquet(*rewritten).collect())
+    assert 100 in again and 0 not in again
+    assert _ids(spark, tmp_path / "out") == sorted([*range(10), *again])
+    table.update("id = 2", {"id": "102"})
+    deltaspark.write(spark.range(300, 301).withColumn("p", F.lit(0)), path)
+    skipped = _stream(spark, path, tmp_path / "cp", tmp_path / "out", skipChangeCommits=True)
+    assert skipped.exception() is None
+    assert 102 not in _ids(spark, tmp_path / "out") and 300 in _ids(spark, tmp_path / "out")
+
+
+@needs_spark_4
+def test_schema_changes_and_cleaned_up_logs_stop_the_stream_by_name(delta, tmp_path):
+    spark, path = delta, str(tmp_path / "t")
+    deltaspark.write(spark.range(0, 4, 1, 1).withColumn("v", F.lit("a")), path)
+    assert _stream(spark, path, tmp_path / "cp", tmp_path / "out").exception() is None
+    wider = spark.range(4, 6, 1, 1).withColumn("v", F.lit("b")).withColumn("extra", F.lit(1))
+    deltaspark.write(wider, path, mergeSchema=True)  # additive: read on, without the new column
+    assert _stream(spark, path, tmp_path / "cp", tmp_path / "out").exception() is None
+    assert _ids(spark, tmp_path / "out") == list(range(6))
+    deltaspark.write(
+        spark.range(9, 10).withColumn("v", F.lit(1.5)), path, mode="overwrite", overwriteSchema=True
+    )
+    changed = _stream(spark, path, tmp_path / "cp", tmp_path / "out")
+    assert "SchemaChangedInStreamError" in str(changed.exception()), str(changed.exception())[-3000:]
+    # a second table: versions the stream has not read yet are cleaned up
+    other = str(tmp_path / "u")
+    deltaspark.write(spark.range(0, 2, 1, 1), other)
+    assert _stream(spark, other, tmp_path / "cp2", tmp_path / "out2").exception() is None
+    for start in (10, 20, 30):
+        deltaspark.write(spark.range(start, start + 2, 1, 1), other)
+    DeltaTable.forPath(spark, other).checkpoint()
+    (tmp_path / "u" / "_delta_log" / f"{1:020d}.json").unlink()  # as log cleanup would
+    lost = _stream(spark, other, tmp_path / "cp2", tmp_path / "out2")
+    assert "StreamDataLossError" in str(lost.exception()) and "failOnDataLoss" in str(lost.exception())
+    on = _stream(spark, other, tmp_path / "cp2", tmp_path / "out2", failOnDataLoss=False)
+    assert on.exception() is None
+    assert _ids(spark, tmp_path / "out2") == [0, 1, 20, 21, 30, 31]
+
+
+@needs_spark_4
+def test_a_replaced_table_and_excluded_files(delta, tmp_path):
+    spark, path = delta, str(tmp_path / "t")
+    deltaspark.write(spark.range(0, 3, 1, 1), path)
+    assert _stream(spark, path, tmp_path / "cp", tmp_path / "out").exception() is None
+    shutil.rmtree(path)
+    deltaspark.write(spark.range(0, 3, 1, 1), path)  # a new table (new id) at the same place
+    replaced = _stream(spark, path, tmp_path / "cp", tmp_path / "out")
+    assert "StreamTableChangedError" in str(replaced.exception())
+    excluded = _stream(spark, path, tmp_path / "cp2", tmp_path / "out2", excludeRegex=r"part-0000[0-9]")
+    assert excluded.exception() is None
+    assert not (tmp_path / "out2").exists() or spark.read.parquet(str(tmp_path / "out2")).count() == 0
+
+
+@needs_spark_4
+def test_bronze_to_silver_restarts_without_losing_or_repeating_a_row(delta, tmp_path):
+    """A delta → delta pipeline: the source's offsets and the sink's transactions together."""
+    spark, bronze, silver = delta, str(tmp_path / "bronze"), str(tmp_path / "silver")
+    rs = pytest.importorskip("deltalake")
+    pa = pytest.importorskip("pyarrow")
+    rs.write_deltalake(bronze, pa.table({"id": pa.array([0, 1, 2], pa.int64())}))  # another engine's table
+
+    def run():
+        stream = spark.readStream.format("delta").option("maxFilesPerTrigger", 1).load(bronze)
+        query = deltaspark.writeStream(
+            stream.withColumn("doubled", F.col("id") * 2),
+            silver,
+            checkpointLocation=str(tmp_path / "cp"),
+            trigger={"availableNow": True},
+        )
+        with contextlib.suppress(Exception):
+            query.awaitTermination(120)
+        assert query.exception() is None
+
+    run()
+    rs.write_deltalake(bronze, pa.table({"id": pa.array([3, 4], pa.int64())}), mode="append")
+    deltaspark.write(spark.range(5, 7), bronze)
+    run()
+    last = max(int(p.name) for p in (tmp_path / "cp" / "commits").iterdir() if p.name.isdigit())
+    for name in (str(last), f".{last}.crc"):  # the last batch committed to silver, not to the checkpoint
+        (tmp_path / "cp" / "commits" / name).unlink(missing_ok=True)
+    run()
+    silver_rows = sorted(tuple(r) for r in DeltaTable.forPath(spark, silver).toDF().collect())
+    assert silver_rows == [(i, 2 * i) for i in range(7)]
