@@ -39,7 +39,7 @@ from deltaspark.log import action_schemas as schemas
 from deltaspark.log import driver_replay, protocol_metadata_cache, small_log, torn_writes, version_checksum
 from deltaspark.log.checkpoint_check import check_sidecars, decode_parquet
 from deltaspark.log.commit_timestamps import MISSING_ICT, InCommitTimestamps, monotonic_file_times
-from deltaspark.log.files import LogFile
+from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.listing import list_log_files, log_dir_of, plan_segment, table_root_from
 from deltaspark.log.reconciliation import commit_file_of, file_action_rows, newest_per, reconcile_files
 from deltaspark.log.replay import (
@@ -464,6 +464,50 @@ class Snapshot:
             cutoff = int(time.time() * 1000) - parse_interval_ms(retention)
             txns = txns.where(F.col("lastUpdated").isNotNull() & (F.col("lastUpdated") > F.lit(cutoff)))
         return txns
+
+    def transactionVersion(self, appId: str) -> int | None:
+        """The newest version of application `appId` at this version (its `txn`, as `transactions`
+        has it), or None. As delta-spark, from this version's checksum (`N.crc`) when it lists the
+        table's `setTransactions` (deltaspark writes them up to 100 applications): an idempotent
+        write or a streaming batch then checks its version without a Spark job."""
+        listed = self._checksum_transactions()
+        if listed is None:
+            row = self.transactions().where(F.col("appId") == appId).select("version").first()
+            return int(row[0]) if row is not None else None
+        txn = listed.get(appId)
+        retention = self.metadata.configuration.get("delta.setTransactionRetentionDuration")
+        if txn is not None and retention:
+            cutoff = int(time.time() * 1000) - parse_interval_ms(retention)
+            if txn.get("lastUpdated") is None or txn["lastUpdated"] <= cutoff:
+                return None
+        return None if txn is None else int(txn["version"])
+
+    def _checksum_transactions(self) -> dict[str, dict[str, Any]] | None:
+        """`setTransactions` of this version's checksum by appId; None when there is none (no
+        `.crc`, unreadable, or written without the list)."""
+        if getattr(self, "_crc_txns", False) is not False:
+            return self._crc_txns
+        found = None
+        crc = next(
+            (f for f in self.segment.listing if f.kind is LogFileKind.CHECKSUM and f.version == self.version),
+            None,
+        )
+        if crc is not None and self._storage.direct_reads:
+            try:
+                document = json.loads(self._storage.read_text(crc.path) or "null")
+                txns = document.get("setTransactions") if isinstance(document, dict) else None
+                if isinstance(txns, list) and all(
+                    isinstance(t, dict)
+                    and isinstance(t.get("appId"), str)
+                    and isinstance(t.get("version"), int)
+                    and not isinstance(t.get("version"), bool)
+                    for t in txns
+                ):
+                    found = {t["appId"]: t for t in txns}
+            except (ValueError, DeltaSparkError):
+                found = None
+        self._crc_txns = found
+        return found
 
     def domainMetadata(self) -> DataFrame:
         """The newest `domainMetadata` per domain, without removed domains."""

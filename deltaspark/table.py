@@ -12,7 +12,6 @@ import logging
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
 from deltaspark.audit.audit import audit_context, audit_table
@@ -317,8 +316,7 @@ class DeltaTable:
         """The newest version of application `appId` the table holds (its `txn` action, see
         `Snapshot.transactions`), or None: what an idempotent writer or a streaming query
         (`deltaspark.writeStream`, whose appId is the query's id) has committed."""
-        row = self.snapshot().transactions().where(F.col("appId") == appId).select("version").first()
-        return int(row[0]) if row is not None else None
+        return self.snapshot().transactionVersion(appId)
 
     @eager
     def history(self, limit: int | None = None) -> DataFrame:

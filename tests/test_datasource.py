@@ -7,6 +7,7 @@ delta-spark's order, and react to removes, schema changes and cleaned-up logs as
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ from pyspark.sql import functions as F
 import deltaspark
 from deltaspark import DeltaTable
 from deltaspark.datasource.table_state import load
-from deltaspark.errors import UnsupportedSessionError
+from deltaspark.errors import ChangeDataNotRecordedError, UnsupportedSessionError
 from deltaspark.spark_compat import PYSPARK_VERSION
 from tests.test_conformance import REFUSED, TABLES
 
@@ -35,6 +36,11 @@ def delta(spark):
     assert deltaspark.register(spark) == "delta"
     assert deltaspark.register(spark) == "delta"  # idempotent
     return spark
+
+
+def _iso(seconds: float) -> str:
+    """A time to the millisecond, in UTC (ISO 8601, as `timestampAsOf` takes it)."""
+    return dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _rows(df) -> list[str]:
@@ -69,7 +75,7 @@ def test_format_delta_reads_what_todf_reads_with_time_travel(delta, tmp_path):
     assert _rows(read) == _rows(DeltaTable.forPath(spark, path).toDF())
     assert read.count() == 44
     assert spark.read.format("delta").option("versionAsOf", 0).load(path).count() == 40
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(first_commit + 0.5))  # the session is UTC
+    stamp = _iso(first_commit + 0.5)
     as_of = spark.read.format("delta").option("timestampAsOf", stamp).load(path)
     assert _rows(as_of) == _rows(DeltaTable.forPath(spark, path).snapshot(version=0).toDF())
 
@@ -121,6 +127,44 @@ def test_format_delta_agrees_with_todf_on_every_conformance_table(delta, conform
     read = delta.read.format("delta").load(path)
     assert [f.name for f in read.schema.fields] == [f.name for f in expected.schema.fields]
     assert _rows(read) == expected_rows
+
+
+CDF_TABLES = [name for name in TABLES if "cdf" in name]
+
+
+@needs_spark_4
+@pytest.mark.parametrize("name", CDF_TABLES)
+def test_the_change_data_feed_agrees_with_delta_table_changes(delta, conformance, name):
+    """From the first version the feed is recorded at (earlier starts: both refuse them)."""
+    path = str(conformance / name)
+    table = DeltaTable.forPath(delta, path)
+    for start in range(table.snapshot().version + 1):
+        try:
+            expected = _rows(table.changes(startingVersion=start))
+        except ChangeDataNotRecordedError:
+            with pytest.raises(Exception, match="ChangeDataNotRecordedError"):
+                _feed(delta, path, startingVersion=start).collect()
+            continue
+        read = _feed(delta, path, startingVersion=start)
+        assert [f.name for f in read.schema.fields][-3:] == [
+            "_change_type",
+            "_commit_version",
+            "_commit_timestamp",
+        ]
+        assert _rows(read) == expected
+        ending = max(start, table.snapshot().version - 1)
+        assert _rows(_feed(delta, path, startingVersion=start, endingVersion=ending)) == _rows(
+            table.changes(startingVersion=start, endingVersion=ending)
+        )
+        return
+    pytest.fail(f"no version of {name} has its changes recorded")
+
+
+def _feed(spark, path: str, **options):
+    reader = spark.read.format("delta").option("readChangeFeed", "true")
+    for key, value in options.items():
+        reader = reader.option(key, str(value))
+    return reader.load(path)
 
 
 # ---- streams -------------------------------------------------------------------------------------
@@ -198,7 +242,7 @@ def test_starting_version_latest_and_timestamp(delta, tmp_path):
     spark, path = delta, str(tmp_path / "t")
     for start in (0, 10, 20):
         deltaspark.write(spark.range(start, start + 10, 1, 1), path)
-        time.sleep(1.1 if start == 0 else 0)
+        time.sleep(1.5 if start == 0 else 0)
     from_one = _stream(spark, path, tmp_path / "c1", tmp_path / "o1", startingVersion=1)
     assert from_one.exception() is None
     assert _ids(spark, tmp_path / "o1") == list(range(10, 30))
@@ -208,7 +252,7 @@ def test_starting_version_latest_and_timestamp(delta, tmp_path):
     _stream(spark, path, tmp_path / "c2", tmp_path / "o2", startingVersion="latest")
     assert _ids(spark, tmp_path / "o2") == [50, 51]
     commit_1 = (tmp_path / "t" / "_delta_log" / f"{1:020d}.json").stat().st_mtime
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(commit_1 - 0.5))
+    stamp = _iso(commit_1 - 0.5)
     by_time = _stream(spark, path, tmp_path / "c3", tmp_path / "o3", startingTimestamp=stamp)
     assert by_time.exception() is None
     assert _ids(spark, tmp_path / "o3") == [*range(10, 30), 50, 51]
@@ -286,6 +330,33 @@ def test_a_replaced_table_and_excluded_files(delta, tmp_path):
     excluded = _stream(spark, path, tmp_path / "cp2", tmp_path / "out2", excludeRegex=r"part-0000[0-9]")
     assert excluded.exception() is None
     assert not (tmp_path / "out2").exists() or spark.read.parquet(str(tmp_path / "out2")).count() == 0
+
+
+@needs_spark_4
+def test_a_change_feed_stream_emits_the_snapshot_as_inserts_then_each_commits_changes(delta, tmp_path):
+    spark, path = delta, str(tmp_path / "t")
+    feed = {"delta.enableChangeDataFeed": "true"}
+    deltaspark.write(spark.range(0, 6, 1, 2).withColumn("v", F.lit(0)), path, properties=feed)
+    table = DeltaTable.forPath(spark, path)
+    table.delete("id = 1")
+    snapshot_version = table.snapshot().version
+
+    def run(checkpoint: str, sink: str, **options):
+        query = _stream(spark, path, tmp_path / checkpoint, tmp_path / sink, readChangeFeed=True, **options)
+        assert query.exception() is None, query.exception()
+        columns = ["id", "v", "_change_type", "_commit_version"]
+        return sorted(tuple(r) for r in spark.read.parquet(str(tmp_path / sink)).select(*columns).collect())
+
+    assert run("c1", "o1") == [(i, 0, "insert", snapshot_version) for i in (0, 2, 3, 4, 5)]
+    table.update("id = 2", {"v": "7"})
+    deltaspark.write(spark.range(10, 11).withColumn("v", F.lit(0)), path)
+    changes = run("c1", "o1")
+    assert (2, 0, "update_preimage", snapshot_version + 1) in changes
+    assert (2, 7, "update_postimage", snapshot_version + 1) in changes
+    assert (10, 0, "insert", snapshot_version + 2) in changes
+    from_zero = run("c2", "o2", startingVersion=0)
+    batch = table.changes(startingVersion=0).select("id", "v", "_change_type", "_commit_version")
+    assert from_zero == sorted(tuple(r) for r in batch.collect())
 
 
 @needs_spark_4

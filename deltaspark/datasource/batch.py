@@ -14,10 +14,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from deltaspark.datasource.table_state import TableState, load, output_schema, typed_partition_values
+from deltaspark.datasource.table_state import TableState, output_schema, typed_partition_values
 from deltaspark.errors import InvalidArgumentError
 from deltaspark.features.column_mapping import ID_KEY, physical_name
 from deltaspark.features.schema import drop_void_fields
@@ -140,43 +140,3 @@ def batch_options(options: dict[str, str]) -> tuple[str, int | None, str | None]
         except ValueError:
             raise InvalidArgumentError(f"versionAsOf must be a whole number, got {version!r}") from None
     return path, version, timestamp
-
-
-class DeltaDataSource(DataSource):
-    """The `delta` format. `register` sets the class attributes from the session."""
-
-    short_name = "delta"
-    time_zone = "UTC"  # the session's spark.sql.session.timeZone, for timestampAsOf
-    settings: FileSystemSettings | None = None  # the session's S3A settings, for pyarrow
-
-    @classmethod
-    def name(cls) -> str:
-        return cls.short_name
-
-    def _table(self) -> TableState:
-        held = getattr(self, "_held", None)
-        if held is None:
-            install(self.settings)
-            path, version, timestamp = batch_options(dict(self.options))
-            held = load(path, version, timestamp, self.time_zone)
-            self._held = held
-        return held
-
-    def schema(self) -> StructType:
-        return output_schema(self._table())
-
-    def reader(self, schema: StructType) -> DeltaBatchReader:
-        options = {k.lower(): str(v).lower() for k, v in self.options.items()}
-        if options.get("readchangefeed") == "true":
-            raise InvalidArgumentError(
-                "format('delta') with readChangeFeed is not read by the Python data source yet: use "
-                "deltaspark.DeltaTable.forPath(spark, path).changes(startingVersion=...)"
-            )
-        return DeltaBatchReader(self._table(), self.settings)
-
-    def streamReader(self, schema: StructType):  # noqa: ANN201 - a DeltaStreamReader
-        from deltaspark.datasource.stream import DeltaStreamReader
-
-        state = self._table()
-        path = str(dict((k.lower(), v) for k, v in self.options.items())["path"])
-        return DeltaStreamReader(path, state, dict(self.options), self.time_zone, self.settings)

@@ -39,7 +39,7 @@ def register(spark: SparkSession) -> str:
             "deltaspark.register needs Spark 4.0 or newer (Python data sources); this session runs "
             f"Spark {spark.version}: use deltaspark.DeltaTable.forPath(spark, path).toDF()"
         )
-    from deltaspark.datasource.batch import DeltaDataSource
+    from deltaspark.datasource.source import DeltaDataSource
 
     name = "deltaspark" if _has_delta_spark(spark) else "delta"
     if name != "delta":

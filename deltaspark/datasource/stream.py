@@ -21,6 +21,10 @@ What a commit does decides what the stream does with it, as in delta-spark:
 - a version whose commit was cleaned up fails with `StreamDataLossError` unless
   `failOnDataLoss=false` (the stream then goes on from the oldest commit there is).
 
+With `readChangeFeed`, the stream is the table's change data feed: the initial snapshot's rows as
+inserts, then each commit's changes (`_change_type`, `_commit_version`, `_commit_timestamp`), read
+as `changes.ChangeFeed` reads them in a batch; removes are changes then, not errors.
+
 Admission control (Spark 4.2+, `latestOffset(start, limit)`): `maxFilesPerTrigger` (default 1000)
 and `maxBytesPerTrigger`, at least one file per batch; `Trigger.AvailableNow` reads up to the
 version current when the query started, in such batches. Offsets are planned in the query's
@@ -40,6 +44,13 @@ from pyspark.sql.types import StructType
 
 from deltaspark.datasource.arrow_storage import ArrowStorage
 from deltaspark.datasource.batch import FilePartition, FileReading, file_partitions
+from deltaspark.datasource.changes import (
+    FILES_PER_TASK,
+    ChangePartition,
+    change_tasks,
+    feed_schema,
+    snapshot_tasks,
+)
 from deltaspark.datasource.table_state import TableState, epoch_ms, file_entry, load
 from deltaspark.errors import (
     DeletedDataInStreamError,
@@ -52,10 +63,16 @@ from deltaspark.errors import (
 from deltaspark.features.metadata import Metadata
 from deltaspark.features.protocol import Protocol, check_readable
 from deltaspark.file_io import FileSystemSettings, install
-from deltaspark.log.commit_timestamps import InCommitTimestamps, first_version_at_or_after
+from deltaspark.log.commit_timestamps import (
+    InCommitTimestamps,
+    first_version_at_or_after,
+    monotonic_file_times,
+)
 from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.listing import list_log_files, log_dir_of
 from deltaspark.log.paths import path_key
+from deltaspark.read.arrow_file_reader import read_change_files
+from deltaspark.spark_compat import arrow_schema
 
 try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (
@@ -98,6 +115,7 @@ class StreamOptions:
     skip_change_commits: bool
     exclude: re.Pattern[str] | None
     fail_on_data_loss: bool
+    change_feed: bool
 
     @classmethod
     def of(cls, options: dict[str, str]) -> StreamOptions:
@@ -120,11 +138,6 @@ class StreamOptions:
                 raise InvalidArgumentError(f"{name} must be positive, got {value!r}")
             return number
 
-        if low.get("readchangefeed", "false").lower() == "true":
-            raise InvalidArgumentError(
-                "readStream.format('delta') with readChangeFeed is not implemented by deltaspark's "
-                "data source yet: read the change feed in batches with DeltaTable.changes()"
-            )
         starting_version, starting_timestamp = low.get("startingversion"), low.get("startingtimestamp")
         if starting_version is not None and starting_timestamp is not None:
             raise InvalidArgumentError("Give startingVersion or startingTimestamp, not both")
@@ -141,6 +154,7 @@ class StreamOptions:
             flag("skipChangeCommits"),
             re.compile(exclude) if exclude else None,
             flag("failOnDataLoss", True),
+            flag("readChangeFeed"),
         )
 
 
@@ -187,6 +201,9 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
         super().__init__(state, settings)
         self.path, self.time_zone = path, time_zone
         self.options = StreamOptions.of(options)
+        if self.options.change_feed:
+            self.schema_json = feed_schema(state).json()
+        self._stamps: dict[int, int] = {}
         self.table_id = state.metadata.id
         self.stream_schema = state.schema
         self._state = state  # the table when the source was made: schema, partition columns
@@ -243,13 +260,34 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
     def _snapshot_files(self, version: int) -> list[dict[str, Any]]:
         state = load(self.table_root, version, None, self.time_zone)
         self._check_table(state.metadata, state.protocol, version, earlier=False)
+        if self.options.change_feed:
+            return [t for t in snapshot_tasks(state, self._stamp(version)) if not self._excluded(t["path"])]
         return [f for f in state.files if not self._excluded(f["path"])]
+
+    def _stamp(self, version: int) -> int:
+        """The commit's time (file times made monotonic, or in-commit timestamps where enabled)."""
+        if version not in self._stamps:
+            commits = self._commits()
+            self._stamps = monotonic_file_times(commits)
+            ict = InCommitTimestamps.of(self._state.protocol, self._state.metadata)
+            if ict.applies_to(version):
+                self._stamps.update(self._ict([c for c in commits if c.version == version]))
+        return self._stamps.get(version, 0)
 
     def _excluded(self, path: str) -> bool:
         return self.options.exclude is not None and self.options.exclude.search(path) is not None
 
     def _commit_files(self, version: int, actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """A commit's added data files, after its removes and metadata are weighed (module doc)."""
+        """A commit's added data files, after its removes and metadata are weighed (module doc);
+        with `readChangeFeed`, its changes (removes are changes then, not errors)."""
+        if self.options.change_feed:
+            for action in actions:
+                if action.get("metaData") is not None or action.get("protocol") is not None:
+                    metadata = Metadata.from_row(action["metaData"]) if action.get("metaData") else None
+                    protocol = Protocol.from_row(action["protocol"]) if action.get("protocol") else None
+                    self._check_table(metadata, protocol, version)
+            tasks = change_tasks(self._state, version, actions, self.table_root, self._stamp(version))
+            return [t for t in tasks if not self._excluded(t["path"])]
         adds, removed = [], None
         for action in actions:
             if action.get("metaData") is not None or action.get("protocol") is not None:
@@ -449,7 +487,23 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
             upper = len(files) - 1 if position.version < last.version else last.index
             chosen += files[position.index + 1 : upper + 1]
             position = Position(position.version + 1, -1, False)
+        if self.options.change_feed:
+            step = FILES_PER_TASK
+            return [ChangePartition(chosen[i : i + step]) for i in range(0, len(chosen), step)]  # type: ignore[misc]
         return file_partitions(self._state, chosen)
+
+    def read(self, partition: Any):  # noqa: ANN201 - Arrow record batches
+        if not self.options.change_feed:
+            yield from super().read(partition)
+            return
+        target = arrow_schema(StructType.fromJson(json.loads(self.schema_json)))
+        install(self.settings)
+        try:
+            yield from read_change_files(
+                getattr(partition, "tasks", []), self.columns, target, self.table_root
+            )
+        finally:
+            install(None)
 
     def commit(self, end: dict[str, Any]) -> None:
         for key in [k for k in self._files if k[0] < int(end["reservoirVersion"])]:

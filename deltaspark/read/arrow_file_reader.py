@@ -176,3 +176,58 @@ def _column(spec: dict[str, Any], field: Any, table: Any, row: dict[str, Any], c
                 commit = pc.coalesce(materialized.combine_chunks().cast(pa.int64()), commit)
         return pa.StructArray.from_arrays([row_id, commit], fields=list(field.type))
     raise ValueError(kind)
+
+
+def read_change_files(
+    tasks: list[dict[str, Any]], columns: list[dict[str, Any]], target: Any, table_root: str
+):  # noqa: ANN201
+    """Arrow batches of a change data feed (`target`: the table's columns, then `_change_type`,
+    `_commit_version`, `_commit_timestamp`). A task is a commit's CDC file (`cdc`: its rows as
+    written, `_change_type` among them) or a data file the commit added and/or removed: the rows
+    present after it (an add, minus its deletion vector) but not before (a remove, minus its
+    deletion vector) are inserts, the rows present before but not after are deletes."""
+    data_fields = list(target)[: len(columns)]
+    for task in tasks:
+        table = _read_data_file(task["path"])
+        count = table.num_rows
+        arrays = [
+            _column(spec, field, table, task, count) for spec, field in zip(columns, data_fields, strict=True)
+        ]
+        if task["cdc"]:
+            kinds = _child(table, table.schema, "_change_type", None)
+            kinds = (
+                pa.nulls(count, pa.string()) if kinds is None else kinds.combine_chunks().cast(pa.string())
+            )
+            yield from _with_change(arrays, kinds, None, task, target, count)
+            continue
+        after = _present(task, "add", table_root, count)
+        before = _present(task, "remove", table_root, count)
+        inserts = pc.and_(after, pc.invert(before))
+        deletes = pc.and_(before, pc.invert(after))
+        for kind, mask in (("insert", inserts), ("delete", deletes)):
+            if pc.any(mask).as_py():
+                yield from _with_change(
+                    arrays, pa.array([kind] * count, pa.string()), mask, task, target, count
+                )
+
+
+def _present(task: dict[str, Any], side: str, table_root: str, count: int) -> Any:
+    """Which rows of the file the commit's `side` action (add or remove) lists as present."""
+    if not task[f"has_{side}"]:
+        return pa.array([False] * count, pa.bool_())
+    deleted = _deleted(open_file, {"path": task["path"], "deletionVector": task[f"{side}_dv"]}, table_root)
+    return (
+        pa.array([i not in deleted for i in range(count)], pa.bool_())
+        if deleted
+        else pa.array([True] * count)
+    )
+
+
+def _with_change(arrays: list[Any], kinds: Any, mask: Any, task: dict[str, Any], target: Any, count: int):  # noqa: ANN202
+    version = pa.array([task["version"]] * count, pa.int64())
+    micros = task["timestamp"] * 1000  # the commit's time, in ms
+    stamp = pa.array([micros] * count, pa.int64()).cast(target.field(len(arrays) + 2).type)
+    out = pa.Table.from_arrays([*arrays, kinds, version, stamp], schema=target)
+    if mask is not None:
+        out = out.filter(mask)
+    yield from out.to_batches()

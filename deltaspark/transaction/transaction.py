@@ -176,8 +176,7 @@ class Transaction:
         self._reads.read_app_ids.add(app_id)
         if self.snapshot is None:
             return None
-        row = self.snapshot.transactions().where(F.col("appId") == app_id).select("version").first()
-        return int(row[0]) if row is not None else None
+        return self.snapshot.transactionVersion(app_id)
 
     # ---- what it writes -----------------------------------------------------------------------------
     def updateProtocol(self, protocol: Protocol) -> None:

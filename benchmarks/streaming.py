@@ -1,0 +1,324 @@
+"""Spark's own faces: `format("delta")` batch reads, a stream's catch-up, the streaming sink.
+
+    .venv/bin/python -m benchmarks.streaming --out benchmarks/results/x.json
+
+One process, one `local[2]` session (8 shuffle partitions), each figure the best of `--repeat`
+warm runs after a first one:
+
+- `batch`: a full scan of a `--rows`-row table of 100 files into Spark's `noop` sink, three ways:
+  `spark.read.format("delta")` (deltaspark's Python data source), `DeltaTable.toDF()` and
+  `spark.read.parquet` of the same files (Spark alone, no log).
+- `catch-up`: a table of `--commits` commits of one file each, read from the start by a stream
+  with `Trigger.AvailableNow` and `maxFilesPerTrigger=100`, into the `noop` sink; against Spark's
+  own file stream source over the same parquet files (same trigger and limit). Per-batch latency is
+  the query's own `durationMs.triggerExecution` of each batch.
+- `sink`: `--batches` micro-batches of 10,000 rows (a file stream over parquet files of 10,000 rows,
+  one file per batch) written by `deltaspark.writeStream` (one commit per batch) and by Spark's own
+  parquet file sink: seconds per batch.
+- `planning`: the memory a stream's planning process holds for the initial snapshot of a
+  `--plan-files`-file table (a log written here, without data files): the peak RSS of a fresh Python
+  process that replays it with `table_state.load`, beside that of the same process importing only.
+
+Nothing here runs in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+
+def _session() -> Any:
+    from benchmarks.worker_deltaspark import start_session
+
+    return start_session(
+        "4g", ["spark.sql.shuffle.partitions=8", "spark.sql.streaming.numRecentProgressUpdates=1000"], None
+    )
+
+
+def _best(run: Any, repeat: int) -> tuple[float, float]:
+    """(first, best of `repeat` after it) seconds of `run()`."""
+    times = []
+    for _ in range(repeat + 1):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return round(times[0], 3), round(min(times[1:]), 3)
+
+
+def batch(spark: Any, workdir: Path, rows: int, repeat: int) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    import deltaspark
+    from deltaspark import DeltaTable
+
+    path = workdir / "batch"
+    if not (path / "_delta_log").exists():
+        table = spark.range(rows).select(
+            "id",
+            (F.col("id") * 0.5).alias("v"),
+            F.concat(F.lit("name-"), F.col("id").cast("string")).alias("name"),
+        )
+        deltaspark.write(table.repartitionByRange(100, "id"), str(path))
+    files = DeltaTable.forPath(spark, str(path)).toDF().inputFiles()
+
+    def noop(df: Any) -> Any:
+        return lambda: df.write.format("noop").mode("overwrite").save()
+
+    out: dict[str, Any] = {"rows": rows, "files": len(files)}
+    for name, frame in (
+        ("format_delta", lambda: spark.read.format("delta").load(str(path))),
+        ("todf", lambda: DeltaTable.forPath(spark, str(path)).toDF()),
+        ("spark_parquet", lambda: spark.read.parquet(*files)),
+    ):
+        first, best = _best(lambda frame=frame: noop(frame())(), repeat)
+        out[name] = {"first_seconds": first, "seconds": best}
+    out["ratio_to_todf"] = round(out["format_delta"]["seconds"] / out["todf"]["seconds"], 2)
+    out["ratio_to_parquet"] = round(out["format_delta"]["seconds"] / out["spark_parquet"]["seconds"], 2)
+    return out
+
+
+def _many_commits(spark: Any, path: Path, commits: int, rows_per_file: int) -> None:
+    """A table of `commits` commits after its first, each adding one data file (the data written by
+    Spark once, the log by hand: one `add` per commit, as a stream of small appends leaves it)."""
+    if (path / "_delta_log").exists():
+        return
+    data = path / "data"
+    spark.range(commits * rows_per_file).repartition(commits).write.parquet(str(data))
+    parts = sorted(p for p in data.iterdir() if p.name.endswith(".parquet"))
+    log = path / "_delta_log"
+    log.mkdir(parents=True)
+    now = int(time.time() * 1000)
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    first = [
+        {"commitInfo": {"timestamp": now, "operation": "CREATE TABLE"}},
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {
+            "metaData": {
+                "id": str(uuid.uuid4()),
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": [],
+                "configuration": {},
+                "createdTime": now,
+            }
+        },
+    ]
+    (log / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in first) + "\n")
+    for version, part in enumerate(parts, 1):
+        add = {
+            "path": f"data/{part.name}",
+            "partitionValues": {},
+            "size": part.stat().st_size,
+            "modificationTime": now + version,
+            "dataChange": True,
+            "stats": json.dumps({"numRecords": rows_per_file}),
+        }
+        actions = [{"commitInfo": {"timestamp": now + version, "operation": "WRITE"}}, {"add": add}]
+        (log / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+
+
+def _stream_seconds(spark: Any, reader: Any, checkpoint: Path) -> tuple[float, list[int], int]:
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    started = time.perf_counter()
+    query = (
+        reader.writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    seconds = time.perf_counter() - started
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    latencies = [int(p["durationMs"].get("triggerExecution", 0)) for p in progress]
+    return round(seconds, 3), latencies, sum(p["numInputRows"] for p in progress)
+
+
+def catch_up(spark: Any, workdir: Path, commits: int, repeat: int) -> dict[str, Any]:
+    path = workdir / "commits"
+    _many_commits(spark, path, commits, 1000)
+    out: dict[str, Any] = {"commits": commits, "maxFilesPerTrigger": 100}
+    runs = {
+        "format_delta": lambda: (
+            spark.readStream.format("delta").option("maxFilesPerTrigger", 100).load(str(path))
+        ),
+        "spark_file_stream": lambda: (
+            spark.readStream.schema("id long").option("maxFilesPerTrigger", 100).parquet(str(path / "data"))
+        ),
+    }
+    for name, reader in runs.items():
+        best = None
+        for _ in range(repeat + 1):
+            seconds, latencies, rows = _stream_seconds(spark, reader(), workdir / f"cp-{name}")
+            assert rows == commits * 1000, (name, rows)
+            if best is None or seconds < best[0]:
+                best = (seconds, latencies)
+        assert best is not None
+        out[name] = {
+            "seconds": best[0],
+            "batches": len(best[1]),
+            "batch_ms_median": statistics.median(best[1]) if best[1] else None,
+            "batch_ms_max": max(best[1]) if best[1] else None,
+        }
+    out["ratio"] = round(out["format_delta"]["seconds"] / out["spark_file_stream"]["seconds"], 2)
+    return out
+
+
+def sink(spark: Any, workdir: Path, batches: int) -> dict[str, Any]:
+    import deltaspark
+
+    source = workdir / "sink-source"
+    if not source.exists():
+        spark.range(batches * 10_000).repartition(batches).write.parquet(str(source))
+    out: dict[str, Any] = {"batches": batches, "rows_per_batch": 10_000}
+
+    def stream() -> Any:
+        return spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).parquet(str(source))
+
+    for name in ("deltaspark", "spark_parquet_sink"):
+        target, checkpoint = workdir / f"sink-{name}", workdir / f"sink-cp-{name}"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.rmtree(checkpoint, ignore_errors=True)
+        started = time.perf_counter()
+        if name == "deltaspark":
+            query = deltaspark.writeStream(
+                stream(), str(target), checkpointLocation=str(checkpoint), trigger={"availableNow": True}
+            )
+        else:
+            query = (
+                stream()
+                .writeStream.format("parquet")
+                .option("checkpointLocation", str(checkpoint))
+                .trigger(availableNow=True)
+                .start(str(target))
+            )
+        query.awaitTermination()
+        seconds = time.perf_counter() - started
+        progress = [p for p in query.recentProgress if p["numInputRows"]]
+        assert len(progress) == batches, (name, len(progress))
+        latencies = [int(p["durationMs"].get("triggerExecution", 0)) for p in progress]
+        out[name] = {
+            "seconds": round(seconds, 3),
+            "per_batch_seconds": round(seconds / batches, 3),
+            "batch_ms_median": statistics.median(latencies),
+        }
+    out["ratio_per_batch"] = round(out["deltaspark"]["seconds"] / out["spark_parquet_sink"]["seconds"], 2)
+    return out
+
+
+PLANNING_PROBE = """
+import resource, sys, time
+from deltaspark.datasource.table_state import load
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+if sys.argv[2] == "load":
+    started = time.perf_counter(); files = len(load(sys.argv[1]).files); took = time.perf_counter() - started
+else:
+    files, took = 0, 0.0
+print(files, round(took, 2), base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def planning(spark: Any, workdir: Path, files: int) -> dict[str, Any]:
+    """Peak RSS of a fresh process replaying a `files`-file log (a JSON commit per 10,000 adds)."""
+    path = workdir / f"plan-{files}"
+    log = path / "_delta_log"
+    if not log.exists():
+        log.mkdir(parents=True)
+        now = int(time.time() * 1000)
+        schema = {
+            "type": "struct",
+            "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}],
+        }
+        head = [
+            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+            {
+                "metaData": {
+                    "id": str(uuid.uuid4()),
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": json.dumps(schema),
+                    "partitionColumns": [],
+                    "configuration": {},
+                }
+            },
+        ]
+        per_commit = 10_000
+        for version in range(files // per_commit):
+            lines = [json.dumps(a) for a in head] if version == 0 else []
+            for i in range(per_commit):
+                n = version * per_commit + i
+                add = {
+                    "path": f"part-{n:07d}-{uuid.uuid4()}.parquet",
+                    "partitionValues": {},
+                    "size": 1000,
+                    "modificationTime": now + n,
+                    "dataChange": True,
+                    "stats": json.dumps({"numRecords": 10, "minValues": {"id": n}, "maxValues": {"id": n}}),
+                }
+                lines.append(json.dumps({"add": add}))
+            (log / f"{version:020d}.json").write_text("\n".join(lines) + "\n")
+    out: dict[str, Any] = {"files": files}
+    for mode in ("import", "load"):
+        done = subprocess.run(
+            [sys.executable, "-c", PLANNING_PROBE, str(path), mode],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        listed, took, base, peak = done.stdout.split()
+        out[mode] = {"files": int(listed), "seconds": float(took), "peak_rss_mb": round(int(peak) / 1024)}
+    out["held_mb"] = out["load"]["peak_rss_mb"] - out["import"]["peak_rss_mb"]
+    out["bytes_per_file"] = round(out["held_mb"] * 1024 * 1024 / files)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--commits", type=int, default=1000)
+    parser.add_argument("--batches", type=int, default=100)
+    parser.add_argument("--plan-files", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--cases", default="batch,catch-up,sink,planning")
+    parser.add_argument("--workdir", default="/tmp/deltaspark-bench/streaming")
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = _session()
+    import deltaspark
+
+    deltaspark.register(spark)
+    import pyspark
+
+    result: dict[str, Any] = {"pyspark": pyspark.__version__, "session": "local[2], 8 shuffle partitions"}
+    cases = args.cases.split(",")
+    if "batch" in cases:
+        result["batch"] = batch(spark, workdir, args.rows, args.repeat)
+        print(json.dumps(result["batch"]), flush=True)
+    if "catch-up" in cases:
+        result["catch_up"] = catch_up(spark, workdir, args.commits, args.repeat)
+        print(json.dumps(result["catch_up"]), flush=True)
+    if "sink" in cases:
+        result["sink"] = sink(spark, workdir, args.batches)
+        print(json.dumps(result["sink"]), flush=True)
+    if "planning" in cases:
+        result["planning"] = planning(spark, workdir, args.plan_files)
+        print(json.dumps(result["planning"]), flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
