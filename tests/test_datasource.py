@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 import deltaspark
 from deltaspark import DeltaTable
+from deltaspark.datasource.registration import PUSHDOWN_CONF
 from deltaspark.datasource.table_state import load
 from deltaspark.errors import ChangeDataNotRecordedError, UnsupportedSessionError
 from deltaspark.spark_compat import PYSPARK_VERSION
@@ -93,6 +94,37 @@ def test_deletion_vectors_and_column_mapping_are_read_as_todf_reads_them(delta, 
     read = spark.read.format("delta").load(path)
     assert _rows(read) == _rows(table.toDF())
     assert read.count() == 40
+
+
+@pytest.mark.skipif(PYSPARK_VERSION < (4, 1), reason="filter pushdown for Python data sources: Spark 4.1+")
+def test_partition_filters_leave_files_out_when_the_session_allows_pushdown(delta, tmp_path):
+    spark, path = delta, str(tmp_path / "t")
+    rows = spark.range(0, 40, 1, 1).select(
+        "id", F.when(F.col("id") % 4 == 3, F.lit(None)).otherwise(F.col("id") % 4).cast("int").alias("p")
+    )
+    deltaspark.write(rows, path, partitionBy=["p"])  # 4 files: p = 0, 1, 2 and null
+
+    def scan(condition: str):
+        df = spark.read.format("delta").load(path).where(condition)
+        expected = sorted(r[0] for r in DeltaTable.forPath(spark, path).toDF().where(condition).collect())
+        assert sorted(r[0] for r in df.select("id").collect()) == expected
+        return df.rdd.getNumPartitions()
+
+    assert scan("p = 1") == 4  # pushdown off (Spark's default): every file is read
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    deltaspark.register(spark)
+    try:
+        assert scan("p = 1") == 1
+        assert scan("p IS NULL") == 1
+        assert scan("p IN (0, 2)") == 2
+        assert scan("NOT p = 1") == 2  # null is not "not 1": its file is left out too
+        assert scan("p > 0 AND id > 10") == 2  # the data column's filter prunes nothing
+        assert scan("p = 1 OR id = 3") == 4  # a disjunction is not offered to the source
+        assert scan("id > 100") == 4
+    finally:
+        spark.conf.set(PUSHDOWN_CONF, "false")
+        deltaspark.register(spark)  # the data source follows the setting when registered
+    assert scan("p = 1") == 4
 
 
 @needs_spark_4
@@ -389,3 +421,29 @@ def test_bronze_to_silver_restarts_without_losing_or_repeating_a_row(delta, tmp_
     run()
     silver_rows = sorted(tuple(r) for r in DeltaTable.forPath(spark, silver).toDF().collect())
     assert silver_rows == [(i, 2 * i) for i in range(7)]
+
+
+@pytest.mark.skipif(PYSPARK_VERSION < (4, 1), reason="filter pushdown for Python data sources: Spark 4.1+")
+def test_pruning_keeps_every_file_it_cannot_decide():
+    import datetime
+
+    from pyspark.sql import datasource as ds
+
+    from deltaspark.datasource.pruning import keeps
+
+    utc = datetime.timezone.utc
+    assert not keeps([ds.EqualTo(("p",), 1)], {"p": 2})
+    assert not keeps([ds.EqualTo(("p",), 1)], {"p": None})  # null: no row kept
+    assert keeps([ds.IsNull(("p",))], {"p": None})
+    assert keeps([ds.EqualTo(("p",), "1")], {"p": 1})  # another type: undecided, kept
+    assert keeps([ds.EqualTo(("p",), 1)], {"p": True})  # a boolean is not a number here
+    naive, aware = datetime.datetime(2024, 1, 1), datetime.datetime(2024, 1, 1, tzinfo=utc)
+    assert keeps([ds.LessThan(("p",), naive)], {"p": aware})  # naive against aware: kept
+    assert not keeps([ds.LessThan(("p",), aware)], {"p": aware})
+    assert keeps([ds.EqualTo(("q",), 1)], {"p": 1})  # not a partition column
+    assert not keeps([ds.In(("p",), (1, 2))], {"p": 3})
+    assert keeps([ds.In(("p",), (1, None))], {"p": 1})
+    assert not keeps([ds.Not(ds.StringStartsWith(("p",), "eu"))], {"p": "eu-west"})
+    assert not keeps(
+        [ds.GreaterThanOrEqual(("p",), datetime.date(2024, 2, 1))], {"p": datetime.date(2024, 1, 31)}
+    )

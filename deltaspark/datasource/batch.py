@@ -11,12 +11,14 @@ deletion vectors, partition values) and yields Arrow record batches.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from deltaspark.datasource.pruning import keeps, prunes
 from deltaspark.datasource.table_state import TableState, output_schema, typed_partition_values
 from deltaspark.errors import InvalidArgumentError
 from deltaspark.features.column_mapping import ID_KEY, physical_name
@@ -124,6 +126,38 @@ class DeltaBatchReader(FileReading, DataSourceReader):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_state": None}
+
+
+class PrunedBatchReader(DeltaBatchReader):
+    """A batch reader that leaves out the files a query's partition filters exclude (Spark 4.1+,
+    with `spark.sql.python.filterPushdown.enabled`): see `pruning`. Spark evaluates every filter
+    on the rows as before."""
+
+    def __init__(self, state: TableState, settings: FileSystemSettings | None) -> None:
+        super().__init__(state, settings)
+        self._filters: list[Any] = []
+
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
+        assert self._state is not None
+        partitions = {c.lower() for c in self._state.metadata.partitionColumns}
+        for filter_ in filters:
+            if prunes(filter_, partitions):
+                self._filters.append(filter_)
+            yield filter_  # Spark still applies it to the rows
+
+    def partitions(self) -> list[FilePartition]:
+        assert self._state is not None
+        if not self._filters:
+            return file_partitions(self._state)
+        kept = []
+        for entry in self._state.files:
+            values = {k.lower(): v for k, v in typed_partition_values(self._state, entry).items()}
+            if keeps(self._filters, values):
+                kept.append(entry)
+        return file_partitions(self._state, kept)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_state": None, "_filters": []}
 
 
 def batch_options(options: dict[str, str]) -> tuple[str, int | None, str | None]:

@@ -4,6 +4,9 @@ Spark 4.0 added Python data sources. Registering one named `delta` makes
 `spark.read.format("delta").load(path)` read through deltaspark. Where delta-spark's JAR is on the
 session's class path, its `delta` source would clash with ours: the source is then registered as
 `deltaspark` only, and `register` says so. Spark 3.5 has no Python data sources: a named error.
+Partition pruning takes Spark 4.1's filter pushdown, which the session must allow
+(`spark.sql.python.filterPushdown.enabled=true`) when `register` is called: Spark refuses a reader
+that takes filters while it is off.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from deltaspark.spark_compat import conf_get, is_connect, spark_version
 
 log = logging.getLogger(__name__)
 
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 DELTA_SPARK_CLASS = "org.apache.spark.sql.delta.sources.DeltaDataSource"
 
 
@@ -54,6 +58,9 @@ def register(spark: SparkSession) -> str:
             "short_name": name,
             "time_zone": conf_get(spark, "spark.sql.session.timeZone", "UTC"),
             "settings": None if is_connect(spark) else session_settings(spark),
+            # Spark refuses a reader that can take filters when this is off: read it now
+            "pushdown": spark_version(spark) >= (4, 1)
+            and conf_get(spark, PUSHDOWN_CONF, "false").strip().lower() == "true",
         },
     )
     spark.dataSource.register(source)

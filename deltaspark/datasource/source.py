@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 
-from deltaspark.datasource.batch import DeltaBatchReader, batch_options
+from deltaspark.datasource.batch import DeltaBatchReader, PrunedBatchReader, batch_options
 from deltaspark.datasource.changes import ChangeFeed, ChangeFeedReader, feed_schema
 from deltaspark.datasource.stream import DeltaStreamReader
 from deltaspark.datasource.table_state import TableState, load, output_schema
@@ -24,6 +24,7 @@ class DeltaDataSource(DataSource):
     short_name = "delta"
     time_zone = "UTC"  # the session's spark.sql.session.timeZone, for timestampAsOf
     settings: FileSystemSettings | None = None  # the session's S3A settings, for pyarrow
+    pushdown = False  # Spark 4.1+ with spark.sql.python.filterPushdown.enabled: partition pruning
 
     @classmethod
     def name(cls) -> str:
@@ -68,6 +69,8 @@ class DeltaDataSource(DataSource):
         feed = self._feed()
         if feed is not None:
             return ChangeFeedReader(feed, self.settings)
+        if self.pushdown:
+            return PrunedBatchReader(self._table(), self.settings)
         return DeltaBatchReader(self._table(), self.settings)
 
     def streamReader(self, schema: StructType) -> DeltaStreamReader:
