@@ -87,6 +87,20 @@ def batch(spark: Any, workdir: Path, rows: int, repeat: int) -> dict[str, Any]:
     return out
 
 
+def _table_head(now: int) -> list[dict[str, Any]]:
+    """The protocol and metaData of a new table of one `id long` column, written by hand."""
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    metadata = {
+        "id": str(uuid.uuid4()),
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(schema),
+        "partitionColumns": [],
+        "configuration": {},
+        "createdTime": now,
+    }
+    return [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, {"metaData": metadata}]
+
+
 def _many_commits(spark: Any, path: Path, commits: int, rows_per_file: int) -> None:
     """A table of `commits` commits after its first, each adding one data file (the data written by
     Spark once, the log by hand: one `add` per commit, as a stream of small appends leaves it)."""
@@ -98,21 +112,7 @@ def _many_commits(spark: Any, path: Path, commits: int, rows_per_file: int) -> N
     log = path / "_delta_log"
     log.mkdir(parents=True)
     now = int(time.time() * 1000)
-    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
-    first = [
-        {"commitInfo": {"timestamp": now, "operation": "CREATE TABLE"}},
-        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-        {
-            "metaData": {
-                "id": str(uuid.uuid4()),
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": json.dumps(schema),
-                "partitionColumns": [],
-                "configuration": {},
-                "createdTime": now,
-            }
-        },
-    ]
+    first = [{"commitInfo": {"timestamp": now, "operation": "CREATE TABLE"}}, *_table_head(now)]
     (log / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in first) + "\n")
     for version, part in enumerate(parts, 1):
         add = {
@@ -234,22 +234,7 @@ def planning(spark: Any, workdir: Path, files: int) -> dict[str, Any]:
     if not log.exists():
         log.mkdir(parents=True)
         now = int(time.time() * 1000)
-        schema = {
-            "type": "struct",
-            "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}],
-        }
-        head = [
-            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-            {
-                "metaData": {
-                    "id": str(uuid.uuid4()),
-                    "format": {"provider": "parquet", "options": {}},
-                    "schemaString": json.dumps(schema),
-                    "partitionColumns": [],
-                    "configuration": {},
-                }
-            },
-        ]
+        head = _table_head(now)
         per_commit = 10_000
         for version in range(files // per_commit):
             lines = [json.dumps(a) for a in head] if version == 0 else []

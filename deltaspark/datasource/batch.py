@@ -11,7 +11,7 @@ deletion vectors, partition values) and yields Arrow record batches.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,11 +104,16 @@ class FileReading:
         self.settings = settings
 
     def read(self, partition: FilePartition):  # noqa: ANN201 - Arrow record batches
+        # Spark gives a bare InputPartition when a table has no files at all
+        return self.read_with(read_files, getattr(partition, "files", []))
+
+    def read_with(self, read: Callable[..., Iterator[Any]], items: list[dict[str, Any]]) -> Iterator[Any]:
+        """`read(items, columns, target, table_root)` (data files, or a change feed's files) with
+        the session's file system settings installed."""
         target = arrow_schema(StructType.fromJson(json.loads(self.schema_json)))
         install(self.settings)
         try:
-            # Spark gives a bare InputPartition when a table has no files at all
-            yield from read_files(getattr(partition, "files", []), self.columns, target, self.table_root)
+            yield from read(items, self.columns, target, self.table_root)
         finally:
             install(None)
 

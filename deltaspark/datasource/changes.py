@@ -10,7 +10,6 @@ enabled, else the commit file's time, made monotonic). A range over a version wh
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,17 +17,19 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from deltaspark.datasource.arrow_storage import ArrowStorage
-from deltaspark.datasource.batch import column_plan
+from deltaspark.datasource.batch import FileReading
 from deltaspark.datasource.table_state import (
     TableState,
+    commit_actions,
     epoch_ms,
+    in_commit_timestamps,
     load,
     output_schema,
     typed_partition_values,
 )
 from deltaspark.errors import ChangeDataNotRecordedError, InvalidArgumentError, VersionNotFoundError
 from deltaspark.features.metadata import Metadata
-from deltaspark.file_io import FileSystemSettings, install
+from deltaspark.file_io import FileSystemSettings
 from deltaspark.log.commit_timestamps import (
     InCommitTimestamps,
     first_version_at_or_after,
@@ -39,7 +40,6 @@ from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.listing import list_log_files, log_dir_of
 from deltaspark.log.paths import absolute_path, path_key
 from deltaspark.read.arrow_file_reader import read_change_files
-from deltaspark.spark_compat import arrow_schema
 
 ENABLE_KEY = "delta.enableChangeDataFeed"
 FEED_FIELDS = [
@@ -84,13 +84,7 @@ class ChangeFeed:
         self.state = load(self.path, self.end, None, time_zone)  # the schema rows are read with
 
     def _ict(self, files: list[LogFile]) -> dict[int, int]:
-        out = {}
-        for f in files:
-            for action in self._actions(f.version):
-                info = action.get("commitInfo")
-                if info and info.get("inCommitTimestamp") is not None:
-                    out[f.version] = int(info["inCommitTimestamp"])
-        return out
+        return in_commit_timestamps(self.storage, files)
 
     def _range(
         self, options: dict[str, str], time_zone: str, ict: InCommitTimestamps, latest: int
@@ -124,17 +118,13 @@ class ChangeFeed:
             raise VersionNotFoundError(missing[0], min(present), end, "its commit file is gone")
         return start, end
 
-    def _actions(self, version: int) -> list[dict[str, Any]]:
-        text = self.storage.read_text(f"{log_dir_of(self.path)}/{version:020d}.json") or ""
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-
     def tasks(self) -> list[dict[str, Any]]:
         """Every file a task reads, in version order; refuses a range the feed was off in."""
         enabled = _enabled(load(self.path, self.start, None).metadata)
         off = [] if enabled else [self.start]
         root, out = self.state.table_root, []
         for version in range(self.start, self.end + 1):
-            actions = self._actions(version)
+            actions = commit_actions(self.storage, self.path, version) or []
             for action in actions:
                 if action.get("metaData") is not None and version > self.start:
                     enabled = _enabled(Metadata.from_row(action["metaData"]))
@@ -203,29 +193,24 @@ def snapshot_tasks(state: TableState, stamp: int) -> list[dict[str, Any]]:
     return change_tasks(state, state.version, actions, state.table_root, stamp)
 
 
-class ChangeFeedReader(DataSourceReader):
+class ChangeFeedReader(FileReading, DataSourceReader):
     """Reads the feed's files as Arrow batches (`arrow_file_reader.read_change_files`)."""
 
     def __init__(self, feed: ChangeFeed, settings: FileSystemSettings | None) -> None:
-        self._tasks: list[dict[str, Any]] | None = feed.tasks()
-        self.table_root = feed.state.table_root
-        self.columns = column_plan(feed.state)
+        super().__init__(feed.state, settings)
         self.schema_json = feed_schema(feed.state).json()
-        self.settings = settings
+        self._tasks: list[dict[str, Any]] | None = feed.tasks()
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_tasks": None}
 
     def partitions(self) -> list[ChangePartition]:
-        tasks = self._tasks or []
-        return [ChangePartition(tasks[i : i + FILES_PER_TASK]) for i in range(0, len(tasks), FILES_PER_TASK)]
+        return change_partitions(self._tasks or [])
 
     def read(self, partition: ChangePartition):  # noqa: ANN201 - Arrow record batches
-        target = arrow_schema(StructType.fromJson(json.loads(self.schema_json)))
-        install(self.settings)
-        try:
-            yield from read_change_files(
-                getattr(partition, "tasks", []), self.columns, target, self.table_root
-            )
-        finally:
-            install(None)
+        return self.read_with(read_change_files, getattr(partition, "tasks", []))
+
+
+def change_partitions(tasks: list[dict[str, Any]]) -> list[ChangePartition]:
+    """A change feed's files, `FILES_PER_TASK` to a task, in order."""
+    return [ChangePartition(tasks[i : i + FILES_PER_TASK]) for i in range(0, len(tasks), FILES_PER_TASK)]

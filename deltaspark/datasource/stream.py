@@ -33,9 +33,9 @@ long-lived Python process, which keeps a few versions' file lists between batche
 
 from __future__ import annotations
 
-import json
 import re
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,13 +45,19 @@ from pyspark.sql.types import StructType
 from deltaspark.datasource.arrow_storage import ArrowStorage
 from deltaspark.datasource.batch import FilePartition, FileReading, file_partitions
 from deltaspark.datasource.changes import (
-    FILES_PER_TASK,
-    ChangePartition,
+    change_partitions,
     change_tasks,
     feed_schema,
     snapshot_tasks,
 )
-from deltaspark.datasource.table_state import TableState, epoch_ms, file_entry, load
+from deltaspark.datasource.table_state import (
+    TableState,
+    commit_actions,
+    epoch_ms,
+    file_entry,
+    in_commit_timestamps,
+    load,
+)
 from deltaspark.errors import (
     DeletedDataInStreamError,
     InvalidArgumentError,
@@ -72,7 +78,6 @@ from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.listing import list_log_files, log_dir_of
 from deltaspark.log.paths import path_key
 from deltaspark.read.arrow_file_reader import read_change_files
-from deltaspark.spark_compat import arrow_schema
 
 try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (
@@ -231,13 +236,6 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
         latest = commits[-1].version if commits else -1
         return latest if self._target is None else min(latest, self._target)
 
-    def _commit_actions(self, version: int) -> list[dict[str, Any]] | None:
-        where = f"{log_dir_of(self.table_root)}/{version:020d}.json"
-        text = self.storage.read_text(where)
-        if text is None:
-            return None
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-
     def _version_files(self, version: int, starting: bool) -> list[dict[str, Any]] | None:
         """The files a version contributes to the stream, in order; None when it does not exist
         (yet, or no more: see `_missing`)."""
@@ -248,7 +246,7 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
         if starting:
             files = self._snapshot_files(version)
         else:
-            actions = self._commit_actions(version)
+            actions = commit_actions(self.storage, self.table_root, version)
             if actions is None:
                 return None
             files = self._commit_files(version, actions)
@@ -414,13 +412,7 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
         return self._offset(Position(self._state.version, -1, True))
 
     def _ict(self, files: list[LogFile]) -> dict[int, int]:
-        out = {}
-        for f in files:
-            actions = self._commit_actions(f.version) or []
-            info = next((a["commitInfo"] for a in actions if a.get("commitInfo")), None)
-            if info and info.get("inCommitTimestamp") is not None:
-                out[f.version] = int(info["inCommitTimestamp"])
-        return out
+        return in_commit_timestamps(self.storage, files)
 
     def getDefaultReadLimit(self):  # noqa: ANN201 - a pyspark ReadLimit
         if ReadMaxFiles is None:
@@ -444,17 +436,10 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
         if start is None:  # Spark 4.0 / 4.1: no start given; read from the initial offset on
             start = getattr(self, "_last_end", None) or self.initialOffset()
         position = self._position(start)
-        latest = self._latest()
         count, size = 0, 0
-        while position.version <= latest:
-            files = self._version_files(position.version, position.starting)
-            if files is None:
-                skipped = self._missing(position.version)
-                if skipped is None:
-                    break
-                position = skipped
-                continue
-            for index in range(position.index + 1, len(files)):
+        for at, files in self._versions(position, self._latest()):
+            position = at
+            for index in range(at.index + 1, len(files)):
                 length = files[index]["size"] or 0
                 full = (max_files is not None and count >= max_files) or (
                     max_bytes is not None and count > 0 and size + length > max_bytes
@@ -462,9 +447,24 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
                 if full:
                     return self._end(start, position)
                 count, size = count + 1, size + length
-                position = Position(position.version, index, position.starting)
-            position = Position(position.version + 1, -1, False)  # the version is read to its end
+                position = Position(at.version, index, at.starting)
+            position = Position(at.version + 1, -1, False)  # the version is read to its end
         return self._end(start, position)
+
+    def _versions(self, position: Position, through: int) -> Iterator[tuple[Position, list[dict[str, Any]]]]:
+        """(where the stream is at each version's start, the version's files) from `position` on,
+        through version `through`, skipping what `_missing` says was cleaned up; it stops at a
+        version not written yet."""
+        while position.version <= through:
+            files = self._version_files(position.version, position.starting)
+            if files is None:
+                skipped = self._missing(position.version)
+                if skipped is None:
+                    return
+                position = skipped
+                continue
+            yield position, files
+            position = Position(position.version + 1, -1, False)
 
     def _end(self, start: dict[str, Any], position: Position) -> dict[str, Any]:
         end = self._offset(position) if position != self._position(start) else start
@@ -475,35 +475,18 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
         """The files after `start` up to and including `end`'s, in stream order."""
         first, last = self._position(start), self._position(end)
         chosen: list[dict[str, Any]] = []
-        position = first
-        while (position.version, position.index) < (last.version, last.index):
-            files = self._version_files(position.version, position.starting)
-            if files is None:
-                skipped = self._missing(position.version)
-                if skipped is None:
-                    break
-                position = skipped
-                continue
-            upper = len(files) - 1 if position.version < last.version else last.index
-            chosen += files[position.index + 1 : upper + 1]
-            position = Position(position.version + 1, -1, False)
+        through = last.version if last.index >= 0 else last.version - 1  # (v, -1): nothing of v
+        for at, files in self._versions(first, through):
+            upper = len(files) - 1 if at.version < last.version else last.index
+            chosen += files[at.index + 1 : upper + 1]
         if self.options.change_feed:
-            step = FILES_PER_TASK
-            return [ChangePartition(chosen[i : i + step]) for i in range(0, len(chosen), step)]  # type: ignore[misc]
+            return change_partitions(chosen)  # type: ignore[return-value]
         return file_partitions(self._state, chosen)
 
     def read(self, partition: Any):  # noqa: ANN201 - Arrow record batches
-        if not self.options.change_feed:
-            yield from super().read(partition)
-            return
-        target = arrow_schema(StructType.fromJson(json.loads(self.schema_json)))
-        install(self.settings)
-        try:
-            yield from read_change_files(
-                getattr(partition, "tasks", []), self.columns, target, self.table_root
-            )
-        finally:
-            install(None)
+        if self.options.change_feed:
+            return self.read_with(read_change_files, getattr(partition, "tasks", []))
+        return super().read(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         for key in [k for k in self._files if k[0] < int(end["reservoirVersion"])]:

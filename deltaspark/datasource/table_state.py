@@ -120,19 +120,30 @@ def version_as_of(storage: ArrowStorage, path: str, timestamp: str, time_zone: s
     protocol = Protocol.from_row(replayed.protocol or {})
     metadata = Metadata.from_row(replayed.metadata or {})
     commits = [f for f in listing if f.kind is LogFileKind.COMMIT]
-
-    def read_ict(files: list[LogFile]) -> dict[int, int]:
-        out = {}
-        for f in files:
-            first = (storage.read_text(f.path) or "").split("\n", 1)[0]
-            info = json.loads(first).get("commitInfo") if first.strip() else None
-            if info and info.get("inCommitTimestamp") is not None:
-                out[f.version] = int(info["inCommitTimestamp"])
-        return out
-
+    ict = InCommitTimestamps.of(protocol, metadata)
     return version_at_timestamp(
-        None, commits, InCommitTimestamps.of(protocol, metadata), epoch_ms(timestamp, time_zone), read_ict
+        None, commits, ict, epoch_ms(timestamp, time_zone), lambda files: in_commit_timestamps(storage, files)
     )
+
+
+def commit_actions(storage: ArrowStorage, table_root: str, version: int) -> list[dict[str, Any]] | None:
+    """The actions of commit `version`, in order; None when its file is not there."""
+    text = storage.read_text(f"{log_dir_of(table_root)}/{version:020d}.json")
+    return None if text is None else [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def in_commit_timestamps(storage: ArrowStorage, files: list[LogFile]) -> dict[int, int]:
+    """`inCommitTimestamp` of each commit's `commitInfo` (the first one it holds), where it has
+    one: the times of commits made with in-commit timestamps, read without a session."""
+    out = {}
+    for f in files:
+        for line in (storage.read_text(f.path) or "").splitlines():
+            info = json.loads(line).get("commitInfo") if line.strip() else None
+            if info is not None:
+                if info.get("inCommitTimestamp") is not None:
+                    out[f.version] = int(info["inCommitTimestamp"])
+                break
+    return out
 
 
 def epoch_ms(timestamp: str, time_zone: str) -> int:
