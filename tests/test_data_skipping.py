@@ -117,6 +117,17 @@ def test_truncated_timestamp_maxima_keep_their_files(spark, conformance):
     assert snapshot.files("ts_col > TIMESTAMP '1970-01-01 00:00:05'").count() == 1
 
 
+def test_a_double_that_was_a_float_reads_older_bounds_as_float32(spark, conformance):
+    """type-widening's first file was written while `float_double` was a float: its statistics say
+    3.4, the file holds the float32 3.4000000953674316 (a double now). Read as a double, 3.4 left
+    that file out of `= 3.4000000953674316` and `>=`: rows silently missing."""
+    snapshot = DeltaTable.forPath(spark, str(conformance / "type-widening")).snapshot()
+    for condition in ("float_double = 3.4000000953674316D", "float_double >= 3.4000000953674316D"):
+        assert snapshot.files(condition).count() == 1
+        assert snapshot.toDF(condition).count() == 1
+    assert snapshot.files("float_double > 3.5D").count() == 0  # the bounds still prune
+
+
 def test_files_without_stats_are_kept(spark, log):
     data = pa.table({"id": pa.array([1], pa.int64())})
     action = write_parquet(log.root, "a.parquet", data)

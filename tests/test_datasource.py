@@ -20,8 +20,9 @@ from pyspark.sql import functions as F
 import deltaspark
 from deltaspark import DeltaTable
 from deltaspark.datasource.registration import PUSHDOWN_CONF
-from deltaspark.datasource.table_state import load
-from deltaspark.errors import ChangeDataNotRecordedError, UnsupportedSessionError
+from deltaspark.datasource.table_state import load, output_schema
+from deltaspark.errors import ChangeDataNotRecordedError, DeltaSparkError, UnsupportedSessionError
+from deltaspark.features.stats import MIN_MAX_TYPES
 from deltaspark.spark_compat import PYSPARK_VERSION
 from tests.test_conformance import REFUSED, TABLES
 
@@ -110,7 +111,25 @@ def test_partition_filters_leave_files_out_when_the_session_allows_pushdown(delt
         assert sorted(r[0] for r in df.select("id").collect()) == expected
         return df.rdd.getNumPartitions()
 
+    data = str(tmp_path / "data")  # 4 files of 10 ids each, in order: statistics tell them apart
+    deltaspark.write(
+        spark.range(0, 40, 1, 4).select(
+            "id",
+            F.format_string("k%02d", "id").alias("key"),
+            F.timestamp_seconds(F.col("id") * 86400 + F.lit(0.0005)).alias("at"),  # 500 us past the ms
+            F.when(F.col("id") >= 10, F.col("id")).alias("late"),  # all null in the first file
+        ),
+        data,
+    )
+
+    def files(condition: str) -> int:
+        df = spark.read.format("delta").load(data).where(condition)
+        expected = DeltaTable.forPath(spark, data).toDF().where(condition)
+        assert _rows(df) == _rows(expected)
+        return df.rdd.getNumPartitions()
+
     assert scan("p = 1") == 4  # pushdown off (Spark's default): every file is read
+    assert files("id = 15") == 4
     spark.conf.set(PUSHDOWN_CONF, "true")
     deltaspark.register(spark)
     try:
@@ -118,9 +137,23 @@ def test_partition_filters_leave_files_out_when_the_session_allows_pushdown(delt
         assert scan("p IS NULL") == 1
         assert scan("p IN (0, 2)") == 2
         assert scan("NOT p = 1") == 2  # null is not "not 1": its file is left out too
-        assert scan("p > 0 AND id > 10") == 2  # the data column's filter prunes nothing
+        assert scan("p > 0 AND id > 10") == 2  # ids are spread over every file: nothing skipped
         assert scan("p = 1 OR id = 3") == 4  # a disjunction is not offered to the source
-        assert scan("id > 100") == 4
+        assert scan("id > 100") == 1  # no file's maximum reaches it: Spark plans one empty partition
+        # data skipping by each file's statistics (min/max, nullCount)
+        assert files("id = 15") == 1
+        assert files("id >= 30") == 1
+        assert files("id < 10 OR id > 35") == 4  # not offered
+        assert files("NOT id = 15") == 4
+        assert files("id IN (3, 38)") == 2
+        assert files("key = 'k15'") == 1
+        assert files("key LIKE 'k2%'") == 1  # StringStartsWith
+        assert files("late IS NULL") == 1  # nullCount 0 elsewhere
+        assert files("late IS NOT NULL") == 3
+        assert files("late < 12") == 1  # the all-null file matches no comparison
+        assert (
+            files("at >= timestamp_seconds(9 * 86400 + 0.0005) AND at < timestamp_seconds(10 * 86400)") == 1
+        )
     finally:
         spark.conf.set(PUSHDOWN_CONF, "false")
         deltaspark.register(spark)  # the data source follows the setting when registered
@@ -447,3 +480,86 @@ def test_pruning_keeps_every_file_it_cannot_decide():
     assert not keeps(
         [ds.GreaterThanOrEqual(("p",), datetime.date(2024, 2, 1))], {"p": datetime.date(2024, 1, 31)}
     )
+
+
+def _spark_truth(filter_, value) -> bool:
+    """Whether a row with `value` satisfies `filter_` as Spark decides it (NaN above every number)."""
+    from pyspark.sql import datasource as ds
+
+    from deltaspark.datasource.pruning import _evaluate
+
+    if isinstance(filter_, ds.Not):
+        inner = filter_.child
+        if isinstance(inner, ds.IsNull | ds.IsNotNull):
+            return not _spark_truth(inner, value)
+        return value is not None and not _spark_truth(inner, value)
+    if isinstance(value, float) and value != value and not isinstance(filter_, ds.IsNull | ds.IsNotNull):
+        return not isinstance(filter_, ds.LessThan | ds.LessThanOrEqual | ds.EqualTo | ds.In)
+    result = _evaluate(filter_, {str(filter_.attribute[0]).lower(): value})
+    assert result is True or result is False or result is None, (filter_, value)
+    return result is True
+
+
+@pytest.mark.skipif(PYSPARK_VERSION < (4, 1), reason="filter pushdown for Python data sources: Spark 4.1+")
+@pytest.mark.parametrize("name", [t for t in TABLES if t not in REFUSED and t not in PLANNED_ONLY])
+def test_data_skipping_never_leaves_out_a_file_holding_a_matching_row(conformance, name):
+    """Every filter kind over every top-level column of every conformance table, with literals
+    taken from the table's own values: a file left out by its statistics holds no row the filter
+    keeps (rows read with the tasks' own reader, deleted rows left out). Plain Python: no Spark."""
+    from pyspark.sql import datasource as ds
+
+    from deltaspark.datasource.batch import FileReading, file_partitions
+    from deltaspark.datasource.pruning import Skipping
+
+    state = load(str(conformance / name), stats=True)
+    skipping = Skipping(state)
+    reading = FileReading(state, None)
+    names = {f.name.lower(): f.name for f in output_schema(state).fields}
+    per_file = []
+    for entry in state.files:
+        (partition,) = file_partitions(state, [entry])
+        try:
+            rows = [r for batch in reading.read(partition) for r in batch.to_pylist()]
+        except DeltaSparkError as exc:
+            assert "missing data file" in str(exc)
+            pytest.skip(f"{name} is a log without its data files: {exc}")
+        per_file.append((entry, rows))
+    skipped = 0
+    for column, (_, data_type) in skipping.data.items():
+        if (name, column) in STATISTICS_OF_NO_DATA:
+            continue
+        logical = names[column]
+        filters = [ds.IsNull((logical,)), ds.IsNotNull((logical,))]
+        if isinstance(data_type, MIN_MAX_TYPES):
+            values = sorted(
+                {r[logical] for _, rows in per_file for r in rows} - {None}, key=lambda v: (v != v, v)
+            )
+            for v in {values[i] for i in (0, len(values) // 2, -1)} if values else ():
+                for kind in (
+                    ds.EqualTo,
+                    ds.GreaterThan,
+                    ds.GreaterThanOrEqual,
+                    ds.LessThan,
+                    ds.LessThanOrEqual,
+                ):
+                    filters += [kind((logical,), v), ds.Not(kind((logical,), v))]
+                filters.append(ds.In((logical,), (v, values[0])))
+                if isinstance(v, str):
+                    filters += [ds.StringStartsWith((logical,), v[:n]) for n in (1, 3)]
+        for filter_ in filters:
+            assert skipping.offered(filter_), filter_
+            for entry, rows in per_file:
+                if skipping.keeps([filter_], entry):
+                    continue
+                skipped += 1
+                matching = [r[logical] for r in rows if _spark_truth(filter_, r[logical])]
+                assert not matching, f"{filter_} left out {entry['path']}, which holds {matching[:3]}"
+    if name in SKIPPING_TABLES:
+        assert skipped > 0, "statistics left no file out: the test would not see a wrong decision"
+
+
+# The fixture's data files hold no `ts_col`, though its statistics describe one (min, max, no nulls):
+# a table made to test the parsing of statistics. Every reader trusts them (`toDF` leaves the same
+# files out), so they cannot be checked against the rows.
+STATISTICS_OF_NO_DATA = {("parsed-stats", "ts_col")}
+SKIPPING_TABLES = {"stats-writing-all-types", "timestamp-truncation-stats", "parsed-stats", "type-widening"}

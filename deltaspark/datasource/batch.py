@@ -18,7 +18,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from deltaspark.datasource.pruning import keeps, prunes
+from deltaspark.datasource.pruning import Skipping
 from deltaspark.datasource.table_state import TableState, output_schema, typed_partition_values
 from deltaspark.errors import InvalidArgumentError
 from deltaspark.features.column_mapping import ID_KEY, physical_name
@@ -134,9 +134,9 @@ class DeltaBatchReader(FileReading, DataSourceReader):
 
 
 class PrunedBatchReader(DeltaBatchReader):
-    """A batch reader that leaves out the files a query's partition filters exclude (Spark 4.1+,
-    with `spark.sql.python.filterPushdown.enabled`): see `pruning`. Spark evaluates every filter
-    on the rows as before."""
+    """A batch reader that leaves out the files a query's filters exclude by partition values and
+    statistics (Spark 4.1+, with `spark.sql.python.filterPushdown.enabled`): see `pruning`. Spark
+    evaluates every filter on the rows as before."""
 
     def __init__(self, state: TableState, settings: FileSystemSettings | None) -> None:
         super().__init__(state, settings)
@@ -144,9 +144,9 @@ class PrunedBatchReader(DeltaBatchReader):
 
     def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
         assert self._state is not None
-        partitions = {c.lower() for c in self._state.metadata.partitionColumns}
+        skipping = Skipping(self._state)
         for filter_ in filters:
-            if prunes(filter_, partitions):
+            if skipping.offered(filter_):
                 self._filters.append(filter_)
             yield filter_  # Spark still applies it to the rows
 
@@ -154,11 +154,8 @@ class PrunedBatchReader(DeltaBatchReader):
         assert self._state is not None
         if not self._filters:
             return file_partitions(self._state)
-        kept = []
-        for entry in self._state.files:
-            values = {k.lower(): v for k, v in typed_partition_values(self._state, entry).items()}
-            if keeps(self._filters, values):
-                kept.append(entry)
+        skipping = Skipping(self._state)
+        kept = [entry for entry in self._state.files if skipping.keeps(self._filters, entry)]
         return file_partitions(self._state, kept)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -4,7 +4,8 @@ The driver's shortcut replay (`driver_replay`) reads only logs it is sure Spark 
 same way, and hands anything else to Spark. A data source's planning process has no Spark to hand
 to, so this replay reads every checkpoint kind itself - classic, multi-part, V2 (parquet or JSON)
 with its sidecars - and every commit and compaction after it, taking from each action only the
-fields a read needs (statistics, parsed or not, are left unread). The rules are the protocol's
+fields a read needs (statistics only when asked: a pushed filter on a data column needs them, and
+they are most of an `add`'s bytes). The rules are the protocol's
 ("Action Reconciliation"): per logical file `(path, deletion vector id)` the newest action wins and
 within one version a `remove` beats an `add`; the newest `protocol` and `metaData` win.
 """
@@ -35,6 +36,7 @@ ADD_FIELDS = (
     "defaultRowCommitVersion",
 )
 REMOVE_FIELDS = ("path", "deletionVector")
+STATS_FIELDS = ("stats", "stats_parsed")  # JSON text, or a checkpoint's typed struct
 
 
 @dataclass
@@ -47,6 +49,7 @@ class Replayed:
     # holds a million files in a third of the memory dicts take)
     entries: dict[tuple[str, str], tuple[int, bool, tuple[Any, ...]]] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)  # protocol / metaData: the version they came from
+    fields: tuple[str, ...] = ADD_FIELDS  # what is kept of an add (`ADD_FIELDS`, with statistics or not)
 
     def small(self, kind: str, value: dict[str, Any], version: int) -> None:
         if version >= self.versions.get(kind, -1):
@@ -64,7 +67,7 @@ class Replayed:
             self.entries[key] = (
                 version,
                 is_add,
-                tuple(action.get(name) for name in ADD_FIELDS) if is_add else (),
+                tuple(action.get(name) for name in self.fields) if is_add else (),
             )
 
     def live(self) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -73,11 +76,7 @@ class Replayed:
         while self.entries:
             (location, _), (_, is_add, values) = self.entries.popitem()
             if is_add:
-                yield location, dict(zip(ADD_FIELDS, values, strict=True))
-
-
-def _pick(value: dict[str, Any] | None, names: tuple[str, ...]) -> dict[str, Any] | None:
-    return None if value is None else {name: value.get(name) for name in names}
+                yield location, dict(zip(self.fields, values, strict=True))
 
 
 def _json_actions(text: str, where: str) -> Iterator[dict[str, Any]]:
@@ -92,7 +91,7 @@ def _json_actions(text: str, where: str) -> Iterator[dict[str, Any]]:
             yield action
 
 
-def _parquet_actions(data: bytes, where: str) -> Iterator[dict[str, Any]]:
+def _parquet_actions(data: bytes, where: str, add_fields: tuple[str, ...]) -> Iterator[dict[str, Any]]:
     """The rows of a parquet checkpoint part or sidecar, only the columns a read needs."""
     import pyarrow.parquet as pq
 
@@ -102,7 +101,7 @@ def _parquet_actions(data: bytes, where: str) -> Iterator[dict[str, Any]]:
         raise CorruptLogError(where, f"not a readable parquet file: {exc}") from exc
     names = set(handle.schema_arrow.names)
     wanted = {
-        "add": ADD_FIELDS,
+        "add": add_fields,
         "remove": REMOVE_FIELDS,
         "protocol": None,
         "metaData": None,
@@ -157,34 +156,37 @@ def _present(kind: str, value: Any) -> bool:
     return any(v is not None for v in value.values())
 
 
-def replay(storage: ArrowStorage, segment: LogSegment, root: str) -> Replayed:
-    """Replay `segment`: its checkpoint (with sidecars), then its commits and compactions."""
-    out = Replayed()
+def replay(storage: ArrowStorage, segment: LogSegment, root: str, stats: bool = False) -> Replayed:
+    """Replay `segment`: its checkpoint (with sidecars), then its commits and compactions; with
+    `stats`, each live add keeps its statistics too."""
+    out = Replayed(fields=ADD_FIELDS + STATS_FIELDS if stats else ADD_FIELDS)
     checkpoint = segment.checkpoint
     if checkpoint is not None:
         sidecars: list[str] = []
         for part in checkpoint.files:
-            for action in _read(storage, part.path, part.file_format):
+            for action in _read(storage, part.path, part.file_format, out.fields):
                 _apply(out, action, checkpoint.version, root)
                 if "sidecar" in action:
                     sidecars.append(action["sidecar"]["path"])
         log_dir = parent_of(checkpoint.files[0].path)
         for name in sidecars:
             where = name if "://" in name or name.startswith("/") else join_path(log_dir, "_sidecars/" + name)
-            for action in _read(storage, where, "parquet"):
+            for action in _read(storage, where, "parquet", out.fields):
                 _apply(out, action, checkpoint.version, root)
     for f in segment.tail_files:
-        for action in _read(storage, f.path, f.file_format):
+        for action in _read(storage, f.path, f.file_format, out.fields):
             _apply(out, action, f.version, root)
     return out
 
 
-def _read(storage: ArrowStorage, where: str, file_format: str) -> Iterator[dict[str, Any]]:
+def _read(
+    storage: ArrowStorage, where: str, file_format: str, add_fields: tuple[str, ...]
+) -> Iterator[dict[str, Any]]:
     if file_format == "parquet":
         data = storage.read_bytes(where)
         if data is None:
             raise CorruptLogError(where, "the log file listed is gone (cleaned up while reading?)")
-        yield from _parquet_actions(data, where)
+        yield from _parquet_actions(data, where, add_fields)
         return
     text = storage.read_text(where)
     if text is None:
@@ -199,6 +201,6 @@ def _apply(out: Replayed, action: dict[str, Any], version: int, root: str) -> No
         if kind in ("protocol", "metaData"):
             out.small(kind, value, version)
         elif kind == "add":
-            out.file(version, True, _pick(value, ADD_FIELDS) or {}, root)
+            out.file(version, True, value, root)
         elif kind == "remove":
-            out.file(version, False, _pick(value, REMOVE_FIELDS) or {}, root)
+            out.file(version, False, value, root)

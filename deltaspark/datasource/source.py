@@ -24,7 +24,7 @@ class DeltaDataSource(DataSource):
     short_name = "delta"
     time_zone = "UTC"  # the session's spark.sql.session.timeZone, for timestampAsOf
     settings: FileSystemSettings | None = None  # the session's S3A settings, for pyarrow
-    pushdown = False  # Spark 4.1+ with spark.sql.python.filterPushdown.enabled: partition pruning
+    pushdown = False  # Spark 4.1+ with spark.sql.python.filterPushdown.enabled: pruning, data skipping
 
     @classmethod
     def name(cls) -> str:
@@ -35,7 +35,7 @@ class DeltaDataSource(DataSource):
         if held is None:
             install(self.settings)
             path, version, timestamp = batch_options(dict(self.options))
-            held = load(path, version, timestamp, self.time_zone)
+            held = load(path, version, timestamp, self.time_zone, stats=self.pushdown)
             self._held = held
         return held
 

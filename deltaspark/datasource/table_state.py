@@ -73,9 +73,14 @@ class TableState:
 
 
 def load(
-    table: str, version: int | None = None, timestamp: str | None = None, time_zone: str = "UTC"
+    table: str,
+    version: int | None = None,
+    timestamp: str | None = None,
+    time_zone: str = "UTC",
+    stats: bool = False,
 ) -> TableState:
-    """The state of `table` at `version` (or as of `timestamp`, or the latest)."""
+    """The state of `table` at `version` (or as of `timestamp`, or the latest); with `stats`, each
+    file keeps its statistics (for data skipping)."""
     storage = ArrowStorage()
     path = storage.qualify(table)
     if timestamp is not None:
@@ -84,7 +89,7 @@ def load(
         version = version_as_of(storage, path, timestamp, time_zone)
     segment = plan_segment(storage, path, version)
     root = table_root_from(list(segment.listing) or list(segment.tail_files), storage, path)
-    replayed = replay(storage, segment, root)
+    replayed = replay(storage, segment, root, stats)
     if replayed.protocol is None or replayed.metadata is None:
         raise MissingActionError(
             f"{path} has no {'protocol' if replayed.protocol is None else 'metaData'} "
@@ -107,6 +112,7 @@ def file_entry(add: dict[str, Any], location: str) -> dict[str, Any]:
         "deletionVector": add.get("deletionVector"),
         "baseRowId": add.get("baseRowId"),
         "defaultRowCommitVersion": add.get("defaultRowCommitVersion"),
+        **({"stats": add.get("stats") or add.get("stats_parsed")} if "stats" in add else {}),
     }
 
 

@@ -63,6 +63,15 @@ def type_changes(field: StructField) -> list[dict[str, Any]]:
     return [dict(c) for c in changes]
 
 
+def widened_from_float(field: StructField) -> bool:
+    """Whether `field` (a `double` now) was a `float`: statistics of files written before the
+    change are float32 values in shortest text, which read as doubles are not the values the
+    files hold (3.4 against 3.4000000953674316)."""
+    return any(
+        _canon(str(c.get("fromType", ""))) == "float" and not c.get("fieldPath") for c in type_changes(field)
+    )
+
+
 def has_type_changes(schema: StructType) -> bool:
     """Whether any column, at any depth, records a type change."""
 

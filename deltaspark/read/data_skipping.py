@@ -5,7 +5,9 @@ is false only for files that certainly hold no matching row:
 
 - parts that reference only partition columns are evaluated exactly on `partitionValues_parsed`;
 - comparisons of a data column with a literal use `stats_parsed` min/max (string maxima that may
-  have been truncated, and timestamp maxima truncated to milliseconds, are widened accordingly);
+  have been truncated, and timestamp maxima truncated to milliseconds, are widened accordingly, as
+  are the bounds of a `double` column that was a `float`: an older file's statistics are float32
+  values in shortest text);
 - `IS [NOT] NULL` uses `nullCount`, trusting only the values 0 and `numRecords`, which hold with
   tight and wide bounds alike (`tightBounds`);
 - NOT is pushed down; anything not understood keeps the file. Missing stats keep the file.
@@ -20,9 +22,18 @@ from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StringType, StructType, TimestampNTZType, TimestampType
+from pyspark.sql.types import (
+    DataType,
+    DoubleType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from deltaspark.features.stats import MIN_MAX_TYPES
+from deltaspark.features.type_widening import widened_from_float
 from deltaspark.read.predicates import FLIPPED, And, Cmp, In, IsNull, Lit, Not, Opaque, Or, Ref
 
 NEGATED = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
@@ -46,9 +57,13 @@ class FileFilter:
 
     # ---- resolving references ------------------------------------------------------------------
     def _data_path(self, ref: Ref) -> tuple[list[str], DataType] | None:
+        resolved = self._data_field(ref)
+        return None if resolved is None else (resolved[0], resolved[1].dataType)
+
+    def _data_field(self, ref: Ref) -> tuple[list[str], StructField] | None:
         fields = self.data
         names: list[str] = []
-        data_type: DataType | None = None
+        field: StructField | None = None
         for part in ref.parts:
             field = fields.get(part.lower()) if fields is not None else None
             if field is None:
@@ -58,8 +73,8 @@ class FileFilter:
             fields = (
                 {f.name.lower(): f for f in data_type.fields} if isinstance(data_type, StructType) else None
             )
-        assert data_type is not None
-        return names, data_type
+        assert field is not None
+        return names, field
 
     def _partition_name(self, ref: Ref) -> str | None:
         if len(ref.parts) != 1:
@@ -169,10 +184,11 @@ class FileFilter:
             return F.lit(False)  # a comparison with NULL is never true
         if negate:
             op = NEGATED[op]
-        resolved = self._data_path(left)
+        resolved = self._data_field(left)
         if resolved is None:
             return _keep()
-        names, data_type = resolved
+        names, field = resolved
+        data_type = field.dataType
         if not isinstance(data_type, MIN_MAX_TYPES):
             return _keep()  # no min/max statistics are kept for this type (booleans, binary, nested...)
         low, high = _stat("minValues", names), _stat("maxValues", names)
@@ -187,6 +203,10 @@ class FileFilter:
             # Timestamp stats are truncated to milliseconds: the real maximum may be 999 us above.
             high = high + F.expr("INTERVAL 999 MICROSECONDS")
             high_is_exact = False
+        elif isinstance(data_type, DoubleType) and widened_from_float(field):
+            # an older file's bound is a float32 in shortest text: "3.4" holds 3.4000000953674316
+            low = F.least(low, low.cast("float").cast("double"))
+            high = F.greatest(high, high.cast("float").cast("double"))
         value = _literal_column(right)
         if op == "=":
             check = (low <= value) & (high >= value)
