@@ -161,6 +161,30 @@ def test_partition_filters_leave_files_out_when_the_session_allows_pushdown(delt
 
 
 @needs_spark_4
+@pytest.mark.connect
+def test_format_delta_batch_and_stream_from_a_spark_connect_client(delta, conformance):
+    """The Connect run (tests/test_spark_connect.py) registers the source from a client session
+    (which cannot commit: read-only tables); planning and reading run on the server's side."""
+    spark, path = delta, str(conformance / "table-with-dv-small")
+    table = DeltaTable.forPath(spark, path)
+    assert _rows(spark.read.format("delta").load(path)) == _rows(table.toDF())
+    assert _rows(spark.read.format("delta").option("versionAsOf", 0).load(path)) == _rows(
+        table.snapshot(version=0).toDF()
+    )
+    name = f"connect_{os.getpid()}"
+    query = (
+        spark.readStream.format("delta")
+        .load(path)
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    assert _rows(spark.table(name)) == _rows(table.toDF())
+
+
+@needs_spark_4
 def test_a_table_by_name_is_refused_with_what_to_do(delta, tmp_path):
     spark = delta
     database = f"ds_{os.getpid()}"
