@@ -219,6 +219,7 @@ def test_format_delta_agrees_with_todf_on_every_conformance_table(delta, conform
 
 
 CDF_TABLES = [name for name in TABLES if "cdf" in name]
+CDF_RANGE_TABLES = {"cdf-table-with-cdc-and-dvs", "cdf-column-mapping-name-mode", "cdf-table-update-ops"}
 
 
 @needs_spark_4
@@ -241,10 +242,11 @@ def test_the_change_data_feed_agrees_with_delta_table_changes(delta, conformance
             "_commit_timestamp",
         ]
         assert _rows(read) == expected
-        ending = max(start, table.snapshot().version - 1)
-        assert _rows(_feed(delta, path, startingVersion=start, endingVersion=ending)) == _rows(
-            table.changes(startingVersion=start, endingVersion=ending)
-        )
+        if name in CDF_RANGE_TABLES:  # an ending version too (the range is the same code for each)
+            ending = max(start, table.snapshot().version - 1)
+            assert _rows(_feed(delta, path, startingVersion=start, endingVersion=ending)) == _rows(
+                table.changes(startingVersion=start, endingVersion=ending)
+            )
         return
     pytest.fail(f"no version of {name} has its changes recorded")
 
