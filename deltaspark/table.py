@@ -461,20 +461,15 @@ class DeltaTable:
                 raise
             return None
 
-    def _after_commit(
-        self, result: CommitResult | None, registered_now: bool = False, background_checkpoint: bool = False
-    ) -> CommitResult | None:
-        """Post-commit work: a checkpoint when one is due (written by a thread of its own with
-        `background_checkpoint`); the catalog entry of a table opened by name brought up to a
-        metadata change (not when it was just registered from this version)."""
+    def _after_commit(self, result: CommitResult | None, registered_now: bool = False) -> CommitResult | None:
+        """Post-commit work: a checkpoint when one is due; the catalog entry of a table opened by
+        name brought up to a metadata change (not when it was just registered from this version)."""
         if result is not None:
             configuration = result.configuration
             if configuration is None:
                 configuration = self.snapshot(version=result.version).configuration
             interval = configuration.get("delta.checkpointInterval")
-            checkpoint_if_due(
-                self._spark, self._storage, self._path, result.version, interval, background_checkpoint
-            )
+            checkpoint_if_due(self._spark, self._storage, self._path, result.version, interval)
             if result.metadataChanged and self._name is not None and not registered_now:
                 self._sync_catalog(result.version)
         return result
@@ -856,10 +851,8 @@ def write_table(
     clusterBy: list[str] | None = None,
     tableName: str | None = None,
     operation: tuple[str, dict[str, Any]] | None = None,
-    background_checkpoint: bool = False,
 ) -> CommitResult | None:
-    """`write`, with the commit's operation given by the caller (the streaming sink's), and its
-    checkpoint, when one is due, written in the background if asked."""
+    """`write`, with the commit's operation given by the caller (the streaming sink's)."""
     spark = df.sparkSession
     if path is None and tableName is None:
         raise InvalidArgumentError("Give the table's path or tableName")
@@ -889,4 +882,4 @@ def write_table(
     registered_now = tableName is not None and not registered and (result is not None or mode == "ignore")
     if registered_now:
         _register(table)
-    return table._after_commit(result, registered_now, background_checkpoint)
+    return table._after_commit(result, registered_now)

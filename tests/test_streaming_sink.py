@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import uuid
 from pathlib import Path
 
@@ -140,53 +139,6 @@ def test_each_batch_is_one_commit_with_the_querys_transaction(spark, tmp_path):
         (txn,) = [a["txn"] for a in actions if "txn" in a]
         assert (txn["appId"], txn["version"]) == (query_id, batch)
     assert table.transactionVersion(query_id) == 3
-
-
-def test_a_due_checkpoint_is_written_in_the_background_and_is_whole(spark, tmp_path, monkeypatch):
-    from deltaspark.maintenance import post_commit
-
-    folder, path, checkpoint = tmp_path / "in", tmp_path / "t", tmp_path / "cp"
-    deltaspark.write(spark.range(0), str(path), properties={"delta.checkpointInterval": "2"})
-    _source(spark, folder, range(0, 40), files=4)
-    writers = []
-    real = post_commit._checkpoint
-
-    def recorded(*args):
-        writers.append(threading.current_thread().name)
-        return real(*args)
-
-    monkeypatch.setattr(post_commit, "_checkpoint", recorded)
-    assert _run(spark, folder, str(path), checkpoint).exception() is None
-    post_commit.wait_for_background_checkpoints(str(DeltaTable.forPath(spark, str(path))._path))
-    assert writers and all(name.startswith("deltaspark-checkpoint-") for name in writers)
-    last = json.loads((path / "_delta_log" / "_last_checkpoint").read_text())
-    assert last["version"] in (2, 4)  # v4's is left out while v2's is still being written
-    assert (path / "_delta_log" / f"{last['version']:020d}.checkpoint.parquet").exists()
-    assert _ids(DeltaTable.forPath(spark, str(path))) == list(range(40))
-
-
-def test_one_background_checkpoint_per_table_at_a_time(monkeypatch):
-    from deltaspark.maintenance import post_commit
-
-    started, release, written = threading.Event(), threading.Event(), []
-
-    def slow(spark, storage, table_path, version):
-        started.set()
-        release.wait(30)
-        written.append(version)
-
-    monkeypatch.setattr(post_commit, "_checkpoint", slow)
-    assert post_commit.checkpoint_if_due(None, None, "/t", 10, None, background=True) is None
-    assert started.wait(30)
-    post_commit.checkpoint_if_due(None, None, "/t", 20, None, background=True)  # still writing v10: left out
-    post_commit.checkpoint_if_due(None, None, "/u", 10, None, background=True)  # another table: its own
-    post_commit.checkpoint_if_due(None, None, "/t", 25, None, background=True)  # not due
-    release.set()
-    post_commit.wait_for_background_checkpoints()
-    assert sorted(written) == [10, 10]
-    post_commit.checkpoint_if_due(None, None, "/t", 30, None, background=True)
-    post_commit.wait_for_background_checkpoints("/t")
-    assert sorted(written) == [10, 10, 30]
 
 
 def test_a_batch_committed_before_a_crash_is_not_committed_again(spark, tmp_path, monkeypatch):

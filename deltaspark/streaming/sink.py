@@ -6,8 +6,7 @@ batch id and the same rows, when it restarts. The sink therefore commits each ba
 action, as delta-spark's `DeltaSink` does: appId = the query's id (kept in its checkpoint, the same
 across restarts), version = the batch id. A batch the table already holds commits nothing, so a
 restart neither loses nor duplicates a row. The commit's operation is `STREAMING UPDATE` with
-delta-spark's parameters (`outputMode`, `queryId`, `epochId`). A checkpoint that falls due is
-written in the background (`maintenance.post_commit`): the batch ends when its commit has landed.
+delta-spark's parameters (`outputMode`, `queryId`, `epochId`).
 
 The batches reach the sink through `foreachBatch`, which calls back into the driver's Python process
 where the commit path runs (put-if-absent, conflict checks). A Python data source's stream writer
@@ -133,5 +132,4 @@ def _commit_batch(sink: _BatchCommitter, batch: DataFrame, batch_id: int) -> Non
         mergeSchema=sink.merge_schema,
         tableName=sink.table_name,
         operation=(OPERATION, parameters),
-        background_checkpoint=True,  # the batch returns once its commit has landed
     )
