@@ -231,6 +231,41 @@ def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+_STATUS_TEXT = re.compile(
+    r"^\w*\{path=(?P<path>.+); isDirectory=(?P<dir>true|false)(?:; length=(?P<length>\d+))?"
+    r".*?; modification_time=(?P<time>\d+);"
+)
+
+
+def _parse_statuses(text: str, directory: str) -> list[FileStatus] | None:
+    """The files of a listing from its statuses' text (Hadoop's `FileStatus.toString`:
+    `{path=...; isDirectory=...; length=...; ...; modification_time=...; ...}`), or None when any
+    status does not read exactly so (another file system's own format): the caller then asks the
+    JVM file by file. Each path must be a child of `directory`, as a listing's are."""
+    out: list[FileStatus] = []
+    if not text:
+        return out
+    prefix = directory.rstrip("/") + "/"  # the directory's path, without scheme and authority
+    for item in text.split("\0"):
+        match = _STATUS_TEXT.match(item)
+        if match is None:
+            return None
+        if match["dir"] == "true":
+            continue
+        path = match["path"]
+        name = path.rsplit("/", 1)[-1]
+        if (
+            match["length"] is None
+            or not name
+            or not path.endswith(prefix.split(":", 1)[-1].lstrip("/") + name)
+        ):
+            return None
+        out.append(
+            FileStatus(path=path, name=name, size=int(match["length"]), modification_time=int(match["time"]))
+        )
+    return out
+
+
 class HadoopStorage(Storage):
     direct_reads = True
 
@@ -286,8 +321,12 @@ class HadoopStorage(Storage):
             statuses = fs.globStatus(self._path_class(jpath, name_glob)) or []
         else:
             statuses = fs.listStatus(jpath)
+        joined = self._statuses_text(statuses)
+        parsed = None if joined is None else _parse_statuses(joined, str(jpath.toUri().getPath()))
+        if parsed is not None:
+            return parsed
         out = []
-        for status in statuses:
+        for status in statuses:  # seven round trips into the JVM per file
             if status.isDirectory():
                 continue
             file_path = status.getPath()
@@ -300,6 +339,18 @@ class HadoopStorage(Storage):
                 )
             )
         return out
+
+    def _statuses_text(self, statuses: Any) -> str | None:
+        """Every status of a listing as its text (`FileStatus.toString`) in one round trip into
+        the JVM, through Scala's array wrapper (`ArraySeq` in 2.13, `WrappedArray` in 2.12: py4j
+        will not pass a `FileStatus[]` where Java's own helpers take `Object[]`); None when
+        neither is there."""
+        for wrapper in ("ArraySeq", "WrappedArray"):
+            try:
+                return str(getattr(self._jvm.scala.collection.mutable, wrapper).make(statuses).mkString("\0"))
+            except Exception:  # noqa: BLE001 - not this Scala version: try the other, then go file by file
+                continue
+        return None
 
     @_named_errors
     def read_text(self, path: str) -> str | None:
