@@ -8,6 +8,10 @@ warm runs after a first one:
 - `batch`: a full scan of a `--rows`-row table of 100 files into Spark's `noop` sink, three ways:
   `spark.read.format("delta")` (deltaspark's Python data source), `DeltaTable.toDF()` and
   `spark.read.parquet` of the same files (Spark alone, no log).
+- `skipping`: the same table read with a filter one file's statistics can hold (`id` in 1% of the
+  range), by `format("delta")` with Spark 4.1's filter pushdown on, by `DeltaTable.toDF(filter)`
+  and by `spark.read.parquet` of every file with the filter (Spark's own row-group statistics,
+  no log): files planned and seconds.
 - `catch-up`: a table of `--commits` commits of one file each, read from the start by a stream
   with `Trigger.AvailableNow` and `maxFilesPerTrigger=100`, into the `noop` sink; against Spark's
   own file stream source over the same parquet files (same trigger and limit). Per-batch latency is
@@ -84,6 +88,39 @@ def batch(spark: Any, workdir: Path, rows: int, repeat: int) -> dict[str, Any]:
         out[name] = {"first_seconds": first, "seconds": best}
     out["ratio_to_todf"] = round(out["format_delta"]["seconds"] / out["todf"]["seconds"], 2)
     out["ratio_to_parquet"] = round(out["format_delta"]["seconds"] / out["spark_parquet"]["seconds"], 2)
+    return out
+
+
+def skipping(spark: Any, workdir: Path, repeat: int) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    import deltaspark
+    from deltaspark import DeltaTable
+    from deltaspark.datasource.registration import PUSHDOWN_CONF
+
+    path = workdir / "batch"  # written by `batch`, ids in order over 100 files
+    table = DeltaTable.forPath(spark, str(path)).toDF()
+    files, rows = table.inputFiles(), table.count()  # as `batch` wrote it (its --rows)
+    condition = F.col("id").between(rows // 2, rows // 2 + rows // 100 - 1)
+    out: dict[str, Any] = {"rows": rows, "files": len(files), "filter": "id in 1% of the range"}
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    deltaspark.register(spark)
+    try:
+        for name, frame in (
+            ("format_delta", lambda: spark.read.format("delta").load(str(path)).where(condition)),
+            ("todf", lambda: DeltaTable.forPath(spark, str(path)).toDF(condition)),
+            ("spark_parquet", lambda: spark.read.parquet(*files).where(condition)),
+        ):
+            assert frame().count() == rows // 100, name
+            first, best = _best(
+                lambda frame=frame: frame().write.format("noop").mode("overwrite").save(), repeat
+            )
+            planned = frame().rdd.getNumPartitions() if name == "format_delta" else len(frame().inputFiles())
+            out[name] = {"first_seconds": first, "seconds": best, "planned": planned}
+    finally:
+        spark.conf.set(PUSHDOWN_CONF, "false")
+        deltaspark.register(spark)
+    out["ratio_to_todf"] = round(out["format_delta"]["seconds"] / out["todf"]["seconds"], 2)
     return out
 
 
@@ -274,7 +311,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=100)
     parser.add_argument("--plan-files", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--cases", default="batch,catch-up,sink,planning")
+    parser.add_argument("--cases", default="batch,skipping,catch-up,sink,planning")
     parser.add_argument("--workdir", default="/tmp/deltaspark-bench/streaming")
     parser.add_argument("--out")
     args = parser.parse_args()
@@ -292,6 +329,9 @@ def main() -> None:
     if "batch" in cases:
         result["batch"] = batch(spark, workdir, args.rows, args.repeat)
         print(json.dumps(result["batch"]), flush=True)
+    if "skipping" in cases:
+        result["skipping"] = skipping(spark, workdir, args.repeat)
+        print(json.dumps(result["skipping"]), flush=True)
     if "catch-up" in cases:
         result["catch_up"] = catch_up(spark, workdir, args.commits, args.repeat)
         print(json.dumps(result["catch_up"]), flush=True)
