@@ -586,3 +586,47 @@ def test_schema_evolution_widens_a_column_when_the_table_allows_it(spark, tmp_pa
     assert field["type"] == "long"
     assert field["metadata"]["delta.typeChanges"] == [{"fromType": "integer", "toType": "long"}]
     check_table(path)
+
+
+def test_a_cached_source_within_the_bound_is_broadcast_to_the_join(spark, tmp_path, monkeypatch):
+    """Spark broadcasts by its own threshold (10 MB of its estimates); a merge's cached source up to
+    `spark.deltaspark.merge.broadcastSourceBytes` (its real size, the cache being filled) is
+    broadcast too. Spark's own broadcast is turned off here, so that only the merge's rule decides."""
+    from deltaspark.operations.merge import execute
+
+    path = str(tmp_path / "t")
+    write(
+        spark.range(0, 30_000, 1, 3).selectExpr(
+            "id", "cast(id AS double) AS amount", "'x' AS name", "0 AS part"
+        ),
+        path,
+    )
+    plans = []
+    joined = execute._Plan._joined
+
+    def recorded(self, *args, **kwargs):
+        frame = joined(self, *args, **kwargs)
+        plans.append(str(frame._jdf.queryExecution().executedPlan().toString()))
+        return frame
+
+    monkeypatch.setattr(execute._Plan, "_joined", recorded)
+    source = spark.range(0, 30_000, 2).selectExpr(
+        "id", "cast(-id AS double) AS amount", "'y' AS name", "0 AS part"
+    )
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        for bound, broadcast in (("64MB", True), ("-1", False), ("1kb", False)):
+            plans.clear()
+            spark.conf.set(execute.BROADCAST_SOURCE_CONF, bound)
+            table = DeltaTable.forPath(spark, path)
+            table.alias("t").merge(source.alias("s"), "t.id = s.id").whenMatchedUpdateAll().execute()
+            # the source's join: broadcast, or (Spark's threshold off) a sort-merge join of both sides
+            assert plans and all(("SortMergeJoin" in p) != broadcast for p in plans), (
+                bound,
+                plans[0][:2000],
+            )
+            assert table.toDF().where("name = 'y'").count() == 15_000
+            assert table.toDF().where("amount < 0").count() == 14_999  # id 0 is -0.0
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+        spark.conf.unset(execute.BROADCAST_SOURCE_CONF)

@@ -103,8 +103,10 @@ from deltaspark.operations.write import (
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
 from deltaspark.spark_compat import (
+    conf_get,
     is_local,
     local_frame,
+    parse_bytes,
     persist_sized,
     plan_bytes,
     spark_version,
@@ -121,6 +123,11 @@ ROW_INDEX = "__deltaspark_row_index"
 PAIR_BYTES = 256  # about the size of a matched pair's row: its file, position, clause and key
 DRIVER_ROWS = 10_000  # source rows (and then changed target rows) a merge holds on the driver
 DRIVER_SOURCE_BYTES = 8 * 1024 * 1024  # Spark's estimate of a source the driver may hold
+# A cached source up to this size (as cached, with the row struct the join carries) is broadcast to
+# the join with the target's rows, where Spark's own threshold (10 MB, on its estimates) would
+# shuffle both sides: the size is the cache's own, measured as it was filled, not an estimate.
+BROADCAST_SOURCE_CONF = "spark.deltaspark.merge.broadcastSourceBytes"
+DEFAULT_BROADCAST_SOURCE_BYTES = "64MB"
 # Key types whose collected values Python orders as Spark does (not floating point: NaN; not
 # timestamps with a time zone: collected as local wall-clock times, which a daylight-saving change
 # can put out of order).
@@ -232,6 +239,7 @@ class _Plan:
         self.schema: StructType = snapshot.schema
         self.configuration: dict[str, str] = {}
         self.cached: list[Any] = []
+        self.broadcast_source = False  # decided once the source is cached (`_broadcastable`)
         self.changed = False  # whether a file was added or removed
         self.touched_files: DataFrame | None = None  # the files holding a changed row
         self.matched_keys: DataFrame | None = None  # the matched pairs' source keys
@@ -304,7 +312,8 @@ class _Plan:
         # the source rows with a match are found from the matched pairs' keys (no second join)
         self.keyed = parts.keys_decide_matches()
         ranged = [] if self.by_source else self.pairs
-        source_rows, ranges = self._key_bounds(ranged)
+        source_rows, ranges = self._key_bounds(ranged)  # fills the source's cache
+        self.broadcast_source = self._broadcastable()
         self.metrics["numSourceRows"] = source_rows
         candidates = self._candidates(parts, ranges, source_rows)
         self.candidates = candidates
@@ -328,6 +337,18 @@ class _Plan:
                 return len(rows), [(min(c), max(c)) if c else (None, None) for c in columns]
         row = source.agg(F.count(F.lit(1)), *[f(p.source) for p in ranged for f in (F.min, F.max)]).first()
         return int(row[0]), [(row[1 + 2 * i], row[2 + 2 * i]) for i in range(len(ranged))]
+
+    def _broadcastable(self) -> bool:
+        """Whether the cached source is small enough to broadcast (`BROADCAST_SOURCE_CONF`): its
+        cache is filled by now, and Spark's statistics of a filled cache are its real size. A
+        source held on the driver is broadcast by Spark anyway; -1 turns this off."""
+        if is_local(self.source):
+            return False
+        bound = parse_bytes(conf_get(self.spark, BROADCAST_SOURCE_CONF, DEFAULT_BROADCAST_SOURCE_BYTES))
+        size = plan_bytes(self.source)
+        broadcast = bound >= 0 and size is not None and size <= bound
+        log.info("Merge source of %s: %s bytes cached, broadcast: %s", self.table_path, size, broadcast)
+        return broadcast
 
     def _held_source(self) -> DataFrame | None:
         """A small source held on the driver (Spark 4: a local relation made from its Arrow
@@ -431,7 +452,8 @@ class _Plan:
         with `keep_target_rows` every target row (left join: the source is the side Spark can
         broadcast). Source rows without a match are found apart (`_inserted`)."""
         how = "left" if keep_target_rows else "inner"
-        joined = self._target(files, listed).join(self.source, self._join_condition(), how)
+        source = F.broadcast(self.source) if self.broadcast_source else self.source
+        joined = self._target(files, listed).join(source, self._join_condition(), how)
         return joined.withColumn(CLAUSE, self._tag(inserting=False))
 
     def _tag(self, inserting: bool) -> Column:
