@@ -138,7 +138,10 @@ class Skipping:
                 high = high if high is not None and len(high) < self.prefix else None
                 exact = False
             elif isinstance(data_type, TimestampType | TimestampNTZType) and high is not None:
-                high = high + dt.timedelta(microseconds=999)  # cut to milliseconds
+                try:
+                    high = high + dt.timedelta(microseconds=999)  # cut to milliseconds
+                except OverflowError:  # the year 9999's last millisecond: no maximum at all
+                    high = None
                 exact = False
             elif isinstance(data_type, FloatType):
                 low, high = _float32(low), _float32(high)  # "3.14" holds 3.140000104904175
