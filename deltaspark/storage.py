@@ -254,15 +254,10 @@ def _parse_statuses(text: str, directory: str) -> list[FileStatus] | None:
             continue
         path = match["path"]
         name = path.rsplit("/", 1)[-1]
-        if (
-            match["length"] is None
-            or not name
-            or not path.endswith(prefix.split(":", 1)[-1].lstrip("/") + name)
-        ):
+        if match["length"] is None or not name or not path.endswith(prefix + name):
             return None
-        out.append(
-            FileStatus(path=path, name=name, size=int(match["length"]), modification_time=int(match["time"]))
-        )
+        size, time = int(match["length"]), int(match["time"])
+        out.append(FileStatus(path=path, name=name, size=size, modification_time=time))
     return out
 
 
@@ -277,6 +272,7 @@ class HadoopStorage(Storage):
         # Resolving a class through `jvm.org.apache...` costs a py4j round trip per package: once.
         self._path_class = self._jvm.org.apache.hadoop.fs.Path
         self._io_utils = self._jvm.org.apache.commons.io.IOUtils
+        self._wrapper: str | None = None  # Scala's array wrapper that joins a listing's statuses
 
     @property
     def jvm(self) -> Any:
@@ -345,11 +341,13 @@ class HadoopStorage(Storage):
         the JVM, through Scala's array wrapper (`ArraySeq` in 2.13, `WrappedArray` in 2.12: py4j
         will not pass a `FileStatus[]` where Java's own helpers take `Object[]`); None when
         neither is there."""
-        for wrapper in ("ArraySeq", "WrappedArray"):
+        for wrapper in [self._wrapper] if self._wrapper else ["ArraySeq", "WrappedArray"]:
             try:
-                return str(getattr(self._jvm.scala.collection.mutable, wrapper).make(statuses).mkString("\0"))
+                text = str(getattr(self._jvm.scala.collection.mutable, wrapper).make(statuses).mkString("\0"))
             except Exception:  # noqa: BLE001 - not this Scala version: try the other, then go file by file
                 continue
+            self._wrapper = wrapper  # found once per storage
+            return text
         return None
 
     @_named_errors
