@@ -11,7 +11,8 @@ warm runs after a first one:
 - `skipping`: the same table read with a filter one file's statistics can hold (`id` in 1% of the
   range), by `format("delta")` with Spark 4.1's filter pushdown on, by `DeltaTable.toDF(filter)`
   and by `spark.read.parquet` of every file with the filter (Spark's own row-group statistics,
-  no log): files planned and seconds.
+  no log): seconds, and what each planned (`format("delta")`: its input partitions, a file each
+  when few files are left; the others: their input files).
 - `catch-up`: a table of `--commits` commits of one file each, read from the start by a stream
   with `Trigger.AvailableNow` and `maxFilesPerTrigger=100`, into the `noop` sink; against Spark's
   own file stream source over the same parquet files (same trigger and limit). Per-batch latency is

@@ -626,7 +626,7 @@ def test_a_cached_source_within_the_bound_is_broadcast_to_the_join(spark, tmp_pa
                 plans[0][:2000],
             )
             assert table.toDF().where("name = 'y'").count() == 15_000
-            assert table.toDF().where("amount < 0").count() == 14_999  # id 0 is -0.0
+            assert table.toDF().where("amount < 0").count() == 14_999  # id 0's new amount is 0
     finally:
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
         spark.conf.unset(execute.BROADCAST_SOURCE_CONF)

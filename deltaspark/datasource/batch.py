@@ -140,26 +140,25 @@ class PrunedBatchReader(DeltaBatchReader):
 
     def __init__(self, state: TableState, settings: FileSystemSettings | None) -> None:
         super().__init__(state, settings)
+        self._skipping: Skipping | None = Skipping(state)  # planning only, as `_state`
         self._filters: list[Any] = []
 
     def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
-        assert self._state is not None
-        skipping = Skipping(self._state)
+        assert self._state is not None and self._skipping is not None
         for filter_ in filters:
-            if skipping.offered(filter_):
+            if self._skipping.offered(filter_):
                 self._filters.append(filter_)
             yield filter_  # Spark still applies it to the rows
 
     def partitions(self) -> list[FilePartition]:
-        assert self._state is not None
+        assert self._state is not None and self._skipping is not None
         if not self._filters:
             return file_partitions(self._state)
-        skipping = Skipping(self._state)
-        kept = [entry for entry in self._state.files if skipping.keeps(self._filters, entry)]
+        kept = [entry for entry in self._state.files if self._skipping.keeps(self._filters, entry)]
         return file_partitions(self._state, kept)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_state": None, "_filters": []}
+        return {**self.__dict__, "_state": None, "_skipping": None, "_filters": []}
 
 
 def batch_options(options: dict[str, str]) -> tuple[str, int | None, str | None]:

@@ -342,9 +342,6 @@ def _evaluate(filter_: Any, values: dict[str, Any]) -> Any:
 def _same_kind(value: Any, literal: Any) -> bool:
     """Values Python compares as Spark does: both strings, both numbers (not booleans against
     numbers), both dates, both times with a zone or both without."""
-    import datetime as dt
-    from decimal import Decimal
-
     if isinstance(value, bool) or isinstance(literal, bool):
         return isinstance(value, bool) and isinstance(literal, bool)
     numbers = (int, float, Decimal)

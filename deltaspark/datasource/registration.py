@@ -4,7 +4,7 @@ Spark 4.0 added Python data sources. Registering one named `delta` makes
 `spark.read.format("delta").load(path)` read through deltaspark. Where delta-spark's JAR is on the
 session's class path, its `delta` source would clash with ours: the source is then registered as
 `deltaspark` only, and `register` says so. Spark 3.5 has no Python data sources: a named error.
-Partition pruning takes Spark 4.1's filter pushdown, which the session must allow
+Partition pruning and data skipping take Spark 4.1's filter pushdown, which the session must allow
 (`spark.sql.python.filterPushdown.enabled=true`) when `register` is called: Spark refuses a reader
 that takes filters while it is off.
 """
