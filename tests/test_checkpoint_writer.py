@@ -181,6 +181,141 @@ def replay_without_checkpoint(log):
     return replay(str(scratch))
 
 
+# ---- a small state's checkpoint, written on the driver --------------------------------------------
+
+
+def _checkpoint_jobs(spark, table_path: str, group: str):
+    """Checkpoint a loaded table inside a job group; the result and the Spark jobs it ran."""
+    DeltaTable.forPath(spark, table_path).snapshot()  # loaded (and replayed) before, as after a commit
+    spark.sparkContext.setJobGroup(group, "checkpoint")
+    try:
+        result = DeltaTable.forPath(spark, table_path).checkpoint()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    return result, list(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+
+
+def _rich_small_log(log, *extra_commits):
+    """A small table with everything a checkpoint holds: partition values (one null), statistics,
+    tags, a DV, row tracking fields, tombstones young and expired, txns (one past the table's txn
+    retention), live and removed domains."""
+    stats = {"numRecords": 2, "minValues": {"id": 1}, "maxValues": {"id": 2}, "nullCount": {"id": 0}}
+    config = {"delta.setTransactionRetentionDuration": "interval 30 days", "delta.checkpointInterval": "100"}
+    log.commit(
+        0,
+        protocol(3, 7, ["deletionVectors"], ["deletionVectors", "domainMetadata"]),
+        metadata(partition_columns=["part"], configuration=config),
+        add("part=a/1", partition_values={"part": "a"}, stats=stats, tags={"k": "v"}),
+        add("part=b/2", partition_values={"part": None}, baseRowId=10, defaultRowCommitVersion=0),
+        txn("app", 3, NOW),
+        txn("stale", 1, NOW - 40 * DAY),
+        domain("user.keep", '{"x":1}'),
+        domain("user.dropped", "{}"),
+        commit_info(),
+    )
+    log.commit(
+        1,
+        remove("part=a/1", NOW - DAY, partitionValues={"part": "a"}, size=100, stats="{}", tags={"t": "1"}),
+        remove("gone", NOW - 30 * DAY),
+        add("part=a/3", partition_values={"part": "a"}, deletionVector=dv("abc")),
+        txn("app", 4, NOW),
+        domain("user.dropped", "{}", removed=True),
+        commit_info(),
+    )
+    for version, actions in enumerate(extra_commits, start=2):
+        log.commit(version, *actions)
+    return log
+
+
+def test_a_small_state_is_checkpointed_on_the_driver_exactly_as_spark_writes_it(spark, tmp_path):
+    """A state the driver replayed is written there, with no Spark job, and the file is the Spark
+    route's: the same parquet schema and footer types, the same rows, the same hint."""
+    driver = _rich_small_log(LogBuilder(tmp_path / "driver"))
+    by_spark = tmp_path / "spark"
+    shutil.copytree(driver.root, by_spark)
+    name = "00000000000000000001.checkpoint.parquet"
+
+    driver_replay.clear_cache()
+    result, jobs = _checkpoint_jobs(spark, driver.path, "checkpoint-on-driver")
+    assert jobs == [] and result.kind == "classic" and result.files == [name]
+    spark.conf.set(driver_replay.MAX_BYTES_CONF, "0")
+    try:
+        spark_result, spark_jobs = _checkpoint_jobs(spark, str(by_spark), "checkpoint-by-spark")
+    finally:
+        spark.conf.unset(driver_replay.MAX_BYTES_CONF)
+    assert spark_jobs, "the Spark route ran no job: the comparison compares nothing"
+
+    ours, theirs = driver.root / "_delta_log" / name, by_spark / "_delta_log" / name
+    assert pq.ParquetFile(ours).schema.equals(pq.ParquetFile(theirs).schema)
+    spark_types = b"org.apache.spark.sql.parquet.row.metadata"
+    footer = pq.ParquetFile(ours).metadata
+    assert json.loads(footer.metadata[spark_types]) == json.loads(
+        pq.ParquetFile(theirs).metadata.metadata[spark_types]
+    )
+    assert footer.row_group(0).column(0).compression == "ZSTD"
+    assert not any(footer.row_group(0).column(c).has_dictionary_page for c in range(footer.num_columns))
+    assert sorted(map(str, _rows(ours))) == sorted(map(str, _rows(theirs)))
+    kinds = _by_kind(_rows(ours))
+    assert [t["appId"] for t in kinds["txn"]] == ["app"] and kinds["txn"][0][
+        "version"
+    ] == 4  # "stale" expired
+    assert [d["domain"] for d in kinds["domainMetadata"]] == ["user.keep"]
+    assert [r["path"] for r in kinds["remove"]] == ["part=a/1"]
+    assert {a["path"]: a["partitionValues"] for a in kinds["add"]}["part=b/2"] == [("part", None)]
+    same = ("version", "size", "numOfAddFiles")
+    assert [_last_checkpoint(driver.root)[k] for k in same] == [_last_checkpoint(by_spark)[k] for k in same]
+    assert (result.numActions, result.numOfAddFiles, result.numOfRemoves, result.numTransactions) == (
+        spark_result.numActions,
+        spark_result.numOfAddFiles,
+        spark_result.numOfRemoves,
+        spark_result.numTransactions,
+    )
+
+    driver_replay.clear_cache()
+    after = DeltaTable.forPath(spark, driver.path).snapshot()
+    assert after.segment.checkpoint.files[0].name == name and after.segment.tail_files == ()
+    assert _files(after) == _files(DeltaTable.forPath(spark, str(by_spark)).snapshot())
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "txn after another action on its line",
+        "txn key spelled otherwise",
+        "draft domain configuration",
+        "statistics as a struct",
+        "lz4",
+    ],
+)
+def test_what_the_driver_cannot_write_as_spark_would_is_left_to_spark(spark, log, case):
+    """A txn or domain the driver cannot read exactly as Spark's replay would, or a layout the
+    driver does not write: the checkpoint is Spark's (jobs ran), and holds what the snapshot says."""
+    extra: list = []
+    if case == "txn after another action on its line":
+        extra = [commit_info(), {"commitInfo": {"timestamp": 1}, "txn": {"appId": "app", "version": 9}}]
+    elif case == "txn key spelled otherwise":
+        extra = [commit_info(), {"TXN": {"appId": "other", "version": 1}}]
+    elif case == "draft domain configuration":
+        extra = [commit_info(), {"domainMetadata": {"domain": "user.draft", "configuration": {"a": "1"}}}]
+    elif case == "statistics as a struct":
+        config = {"delta.checkpoint.writeStatsAsStruct": "true"}
+        extra = [commit_info(), metadata(partition_columns=["part"], configuration=config)]
+    else:
+        config = {"delta.parquet.compression.codec": "lz4"}
+        extra = [commit_info(), metadata(partition_columns=["part"], configuration=config)]
+    _rich_small_log(log, extra)
+    driver_replay.clear_cache()
+    snapshot = DeltaTable.forPath(spark, log.path).snapshot()
+    assert snapshot._driver_file_state is not None  # the file actions are still the driver's
+    result, jobs = _checkpoint_jobs(spark, log.path, f"left-to-spark-{case}")
+    assert jobs and result.version == 2
+    kinds = _by_kind(_rows(log.log / "00000000000000000002.checkpoint.parquet"))
+    expected = sorted((r["appId"], r["version"]) for r in snapshot.transactions().collect())
+    assert sorted((t["appId"], t["version"]) for t in kinds["txn"]) == expected
+    expected_domains = sorted(r["domain"] for r in snapshot.domainMetadata().collect())
+    assert sorted(d["domain"] for d in kinds.get("domainMetadata", [])) == expected_domains
+
+
 CM_SCHEMA = {
     "type": "struct",
     "fields": [

@@ -215,9 +215,9 @@ def test_a_new_commit_is_read_alone(spark, log, monkeypatch):
     read: list[str] = []
     original = driver_replay.file_actions
 
-    def spy(storage, f, root, dvs, counted=None):
+    def spy(storage, f, root, dvs, counted=None, small=None):
         read.append(f.name)
-        return original(storage, f, root, dvs, counted)
+        return original(storage, f, root, dvs, counted, small)
 
     monkeypatch.setattr(driver_replay, "file_actions", spy)
     log.commit(0, protocol(), metadata(), add("a"))

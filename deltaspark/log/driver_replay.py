@@ -59,9 +59,15 @@ DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 PARQUET_WEIGHT = 8
 
 FileKey = tuple[str, str]  # (canonical path, DV unique id)
-# Non-file actions the replay counts as it reads (`FileState.counted`).
+# Non-file actions the replay counts as it reads (`FileState.counted`), and keeps the newest of
+# per key (`FileState.newest`): txn per appId, domainMetadata per domain.
 COUNTED_KINDS = ("txn", "domainMetadata")
 _COUNTED = {kind.lower(): kind for kind in COUNTED_KINDS}
+_KEY_FIELDS = {"txn": "appId", "domainMetadata": "domain"}
+_SMALL_SCHEMAS = {"txn": schemas.TXN, "domainMetadata": schemas.DOMAIN_METADATA}
+# A non-file action the replay read, or `None` for one the driver cannot read as Spark's
+# `Snapshot.transactions()` / `domainMetadata()` would (see `FileState.newest`).
+SmallAction = tuple[str, dict[str, Any]] | None
 
 FRAME_SCHEMA = StructType(
     [
@@ -87,11 +93,38 @@ class FileState:
     # How many actions of each `COUNTED_KINDS` kind the log files read hold (not reconciled): an
     # upper bound of the live ones, so a checkpoint skips replaying a kind the log has none of.
     counted: dict[str, int] = field(default_factory=dict)
+    # The newest txn per appId and domainMetadata per domain, typed, as `(version, value)` keyed by
+    # `(kind, key)`: what a checkpoint written on the driver holds. `None` once a file held one the
+    # driver cannot read exactly as Spark's replay of them would (another spelling of the key, a
+    # line whose first action is another, a value of another type, two values at one version).
+    newest: dict[tuple[str, str], tuple[int, dict[str, Any]]] | None = field(default_factory=dict)
 
     def copy(self) -> FileState:
+        newest = None if self.newest is None else dict(self.newest)
         return FileState(
-            self.table_root, self.deletion_vectors, dict(self.entries), self.chars, dict(self.counted)
+            self.table_root, self.deletion_vectors, dict(self.entries), self.chars, dict(self.counted), newest
         )
+
+    def apply_small(self, version: int, action: SmallAction) -> None:
+        """Keep `action` if it is the newest of its key (see `newest`)."""
+        if self.newest is None:
+            return
+        if action is None:
+            self.newest = None
+            return
+        kind, value = action
+        key = value.get(_KEY_FIELDS[kind])
+        if not isinstance(key, str):
+            self.newest = None  # Spark groups null keys its own way
+            return
+        held = self.newest.get((kind, key))
+        if held is not None and held[0] == version and held[1] != value:
+            self.newest = None  # two values at one version: Spark's pick is arbitrary
+            return
+        if held is None or version >= held[0]:
+            if held is None:
+                self.chars += len(key) + 64
+            self.newest[(kind, key)] = (version, value)
 
     def apply(self, version: int, is_add: bool, key: FileKey, action: str) -> None:
         held = self.entries.get(key)
@@ -227,30 +260,44 @@ def replay(
         for f in files:
             version = checkpoint_version if f.is_checkpoint else f.version
             assert version is not None
-            for is_add, key, action in file_actions(storage, f, table_root, deletion_vectors, state.counted):
+            small: list[SmallAction] = []
+            actions = file_actions(storage, f, table_root, deletion_vectors, state.counted, small)
+            for is_add, key, action in actions:
                 if f.is_checkpoint:
                     if key in checkpoint_keys:
                         raise UnclearError  # a damaged checkpoint: Spark's replay shows it as written
                     checkpoint_keys.add(key)
                 state.apply(version, is_add, key, action)
+            for found in small:
+                state.apply_small(version, found)
     except (UnclearError, DeltaSparkError):
         return None  # the Spark path reads these files again and reports what is wrong
     return state
 
 
 def file_actions(
-    storage: Storage, f: LogFile, root: str, deletion_vectors: bool, counted: dict[str, int] | None = None
+    storage: Storage,
+    f: LogFile,
+    root: str,
+    deletion_vectors: bool,
+    counted: dict[str, int] | None = None,
+    small: list[SmallAction] | None = None,
 ) -> Iterator[tuple[bool, FileKey, str]]:
     """`(is_add, key, action JSON)` of each file action of a log file, typed exactly as Spark's
     replay reads it; `UnclearError` where the driver cannot be sure to (Spark then decides).
     `counted`, when given, is increased by the file's actions of each `COUNTED_KINDS` kind (any
-    spelling of the key, so that it bounds what Spark reads)."""
+    spelling of the key, so that it bounds what Spark reads); `small`, when given, receives them
+    typed (`SmallAction`)."""
     if f.file_format == "parquet":
         data = storage.read_bytes(f.path)
         if data is None:
             raise UnclearError  # vanished since listing
         kinds = {"add": schemas.ADD, "remove": schemas.REMOVE}
+        if small is not None:
+            kinds.update(_SMALL_SCHEMAS)
         for row in parquet_actions(data, kinds, f.path, COUNTED_KINDS, counted):
+            if small is not None:
+                small += [(kind, row[kind]) for kind in _SMALL_SCHEMAS if row[kind] is not None]
             yield from _file_action(row["add"], row["remove"], root, deletion_vectors)
         return
     text = storage.read_text(f.path)
@@ -260,12 +307,31 @@ def file_actions(
         if line.strip(" \t") == "":
             continue  # Spark's JSON reader skips blank lines
         parsed = json_object(line)
-        if counted is not None:
-            for name, value in parsed.items():
-                kind = _COUNTED.get(name.lower())
-                if kind is not None and value is not None:
-                    counted[kind] = counted.get(kind, 0) + 1
+        if counted is not None or small is not None:
+            _small_actions(parsed, counted, small)
         yield from _file_action(parsed.get("add"), parsed.get("remove"), root, deletion_vectors)
+
+
+def _small_actions(
+    parsed: dict[str, Any], counted: dict[str, int] | None, small: list[SmallAction] | None
+) -> None:
+    """Count a line's `COUNTED_KINDS` actions and type them into `small`: Spark's replay of them
+    parses a line only when its first key is the kind (`replay.read_json_actions`), spelled so."""
+    for name, value in parsed.items():
+        kind = _COUNTED.get(name.lower())
+        if kind is None or value is None:
+            continue
+        if counted is not None:
+            counted[kind] = counted.get(kind, 0) + 1
+        if small is None:
+            continue
+        if name != kind or next(iter(parsed)) != name:
+            small.append(None)
+            continue
+        try:
+            small.append((kind, typed(value, _SMALL_SCHEMAS[kind])))
+        except UnclearError:
+            small.append(None)
 
 
 def _file_action(

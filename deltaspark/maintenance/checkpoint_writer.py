@@ -63,6 +63,7 @@ from deltaspark.log.listing import list_log_files, read_last_checkpoint
 from deltaspark.log.reconciliation import JOIN_KEY, file_key
 from deltaspark.log.replay import count_actions_bound
 from deltaspark.log.segment import complete_checkpoints
+from deltaspark.maintenance import driver_checkpoint
 from deltaspark.spark_compat import is_connect, micros_timestamps
 from deltaspark.spark_errors import eager
 from deltaspark.storage import FileStatus, Storage, join_path
@@ -248,14 +249,39 @@ def _partition_values_parsed(snapshot: Snapshot) -> Column | None:
     )
 
 
+def _add_fields(plan: _Plan) -> list[str]:
+    """The fields of a checkpoint's `add` (before the parsed ones): `stats` only as JSON is written."""
+    return [name for name in schemas.ADD.fieldNames() if name != "stats" or plan.write_stats_json]
+
+
+def _remove_fields() -> list[str]:
+    """The fields of a checkpoint's tombstone: no `stats` and `tags`, which checkpoints must not carry."""
+    return [name for name in schemas.REMOVE.fieldNames() if name not in ("stats", "tags")]
+
+
+def checkpoint_columns(plan: _Plan) -> StructType:
+    """A classic checkpoint's columns without parsed statistics, as the Spark route writes them
+    (`_classic_layout`): what a checkpoint written on the driver (`driver_checkpoint`) holds."""
+    add = StructType([schemas.ADD[name] for name in _add_fields(plan)])
+    remove = StructType([schemas.REMOVE[name] for name in _remove_fields()])
+    types = [
+        ("protocol", schemas.PROTOCOL),
+        ("metaData", schemas.METADATA),
+        ("txn", schemas.TXN),
+        ("add", add),
+        ("remove", remove),
+        ("domainMetadata", schemas.DOMAIN_METADATA),
+    ]
+    return StructType([StructField(name, _nullable(t)) for name, t in types])
+
+
 def _add_action(snapshot: Snapshot, plan: _Plan) -> Column:
     physical_stats, _ = snapshot._stats_schemas
     stats_json = F.coalesce(F.col("add.stats"), F.to_json("checkpoint_stats", _STATS_JSON_OPTIONS))
     columns: list[Column] = []
-    for name in schemas.ADD.fieldNames():
+    for name in _add_fields(plan):
         if name == "stats":
-            if plan.write_stats_json:
-                columns.append(stats_json.alias("stats"))
+            columns.append(stats_json.alias("stats"))
         elif name == "dataChange":
             columns.append(F.lit(False).alias("dataChange"))  # as Spark's Delta writes checkpoints
         else:
@@ -272,11 +298,9 @@ def _add_action(snapshot: Snapshot, plan: _Plan) -> Column:
 
 
 def _remove_action() -> Column:
-    """A tombstone without `stats` and `tags`, which checkpoints must not carry."""
+    """A tombstone in checkpoint fields (`_remove_fields`)."""
     columns = []
-    for name in schemas.REMOVE.fieldNames():
-        if name in ("stats", "tags"):
-            continue
+    for name in _remove_fields():
         value = F.lit(False) if name == "dataChange" else F.col(f"remove.{name}")
         columns.append(value.alias(name))
     return F.when(~F.col("is_add"), F.struct(*columns))
@@ -520,17 +544,24 @@ def _write_classic(
     log_dir: str,
     result: CheckpointResult,
 ) -> None:
-    storage = snapshot._storage
     laid_out = _classic_layout(snapshot, files, parts, size)
     directory = join_path(staging, "checkpoint")
     log.info("Writing the checkpoint of version %d as %d part(s)", snapshot.version, parts)
     _write(laid_out, directory, "parquet", plan.codec)
+    _publish_classic(snapshot, directory, counts.get, log_dir, result)
 
+
+def _publish_classic(
+    snapshot: Snapshot, directory: str, observed: dict[str, Any], log_dir: str, result: CheckpointResult
+) -> None:
+    """Check the parts written to `directory` against the `observed` file actions, then move them
+    into `_delta_log` under their checkpoint names."""
+    storage = snapshot._storage
     kinds = ["add", "remove", "protocol", "metaData", "txn", "domainMetadata"]
     written = [
         w for w in _written_files(snapshot._spark, storage, directory, "parquet", kinds) if w.counts["rows"]
     ]
-    _check_file_actions(written, counts.get, result)
+    _check_file_actions(written, observed, result)
     _check(
         _total(written, "protocol") == 1 and _total(written, "metaData") == 1,
         "protocol/metaData not written once",
@@ -638,6 +669,31 @@ def _write_v2(
     return status
 
 
+def _written_on_driver(
+    snapshot: Snapshot, plan: _Plan, staging: str, log_dir: str, result: CheckpointResult
+) -> bool:
+    """Write a small state's classic checkpoint on the driver (`driver_checkpoint`) and publish
+    it as the Spark route does; False (nothing written) when it is the Spark route's to write."""
+    state = snapshot._driver_file_state
+    if state is None or plan.write_stats_struct or not snapshot._storage.direct_reads:
+        return False
+    directory = join_path(staging, "checkpoint")
+    written = driver_checkpoint.write(
+        snapshot,
+        state,
+        checkpoint_columns(plan),
+        _protocol_value(snapshot),
+        plan.codec,
+        CHECKPOINT_ZSTD_LEVEL,
+        directory,
+    )
+    if written is None:
+        return False
+    log.info("Wrote the checkpoint of version %d on the driver", snapshot.version)
+    _publish_classic(snapshot, directory, written, log_dir, result)
+    return True
+
+
 def _write_last_checkpoint(
     storage: Storage, log_dir: str, staging: str, result: CheckpointResult, v2_top: FileStatus | None
 ) -> bool:
@@ -709,13 +765,15 @@ def write_checkpoint(
             size["file_actions"],
             "V2 with sidecars" if plan.v2 else "classic",
         )
-        live, counts = _observed(_checkpointed_rows(snapshot, parts if parts > 1 else None))
-        files = _file_actions(snapshot, plan, live)
         v2_top = None
-        if plan.v2:
-            v2_top = _write_v2(snapshot, plan, files, size, counts, staging, log_dir, result)
-        else:
-            _write_classic(snapshot, plan, files, parts, size, counts, staging, log_dir, result)
+        single = not plan.v2 and parts == 1
+        if not (single and _written_on_driver(snapshot, plan, staging, log_dir, result)):
+            live, counts = _observed(_checkpointed_rows(snapshot, parts if parts > 1 else None))
+            files = _file_actions(snapshot, plan, live)
+            if plan.v2:
+                v2_top = _write_v2(snapshot, plan, files, size, counts, staging, log_dir, result)
+            else:
+                _write_classic(snapshot, plan, files, parts, size, counts, staging, log_dir, result)
         result.lastCheckpointUpdated = _write_last_checkpoint(storage, log_dir, staging, result, v2_top)
     finally:
         try:
