@@ -208,6 +208,23 @@ def _last_line_of(read: Callable[[int, int], bytes], size: int) -> str:
     return ""
 
 
+# A path's scheme and authority, as Hadoop's `Path` splits them.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):(?://([^/]*))?")
+_CLASSES: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+
+def jvm_class(jvm: Any, name: str) -> Any:
+    """The JVM class `name` (fully qualified), resolved once per JVM: py4j resolves
+    `jvm.org.apache...` one package at a time, a round trip each."""
+    held = _CLASSES.get((id(jvm), name))
+    if held is None or held[0] is not jvm:
+        found = jvm
+        for part in name.split("."):
+            found = getattr(found, part)
+        held = _CLASSES[(id(jvm), name)] = (jvm, found)
+    return held[1]
+
+
 def local_file(path: str) -> str | None:
     """The local path of a `file:` URI (as Hadoop qualifies local paths), else None."""
     if path.startswith("file://"):
@@ -273,10 +290,12 @@ class HadoopStorage(Storage):
         self._jvm = spark._jvm  # type: ignore[attr-defined]
         # The session's Hadoop conf includes `spark.hadoop.*` settings made on this session.
         self._conf = spark._jsparkSession.sessionState().newHadoopConf()  # type: ignore[attr-defined]
-        # Resolving a class through `jvm.org.apache...` costs a py4j round trip per package: once.
-        self._path_class = self._jvm.org.apache.hadoop.fs.Path
-        self._io_utils = self._jvm.org.apache.commons.io.IOUtils
+        self._path_class = jvm_class(self._jvm, "org.apache.hadoop.fs.Path")
+        self._io_utils = jvm_class(self._jvm, "org.apache.commons.io.IOUtils")
         self._wrapper: str | None = None  # Scala's array wrapper that joins a listing's statuses
+        # FileSystems by (scheme, authority) of the paths asked for: resolving one costs three
+        # round trips into the JVM, and a commit touches a dozen files of one FileSystem.
+        self._filesystems: dict[tuple[str, str], Any] = {}
 
     @property
     def jvm(self) -> Any:
@@ -292,10 +311,15 @@ class HadoopStorage(Storage):
 
     def _fs_and_path(self, path: str):  # noqa: ANN202 - py4j objects
         jpath = self._path_class(path)
-        fs = jpath.getFileSystem(self._conf)
-        if str(fs.getScheme()) == "file":
-            # Bypass Hadoop's client-side .crc files on local disks (see STRICT_READ_OPTIONS).
-            fs = fs.getRawFileSystem()
+        scheme = _SCHEME.match(path)
+        key = (scheme[1].lower(), scheme[2] or "") if scheme else ("", "")  # no scheme: the default FS
+        fs = self._filesystems.get(key)
+        if fs is None:
+            fs = jpath.getFileSystem(self._conf)
+            if str(fs.getScheme()) == "file":
+                # Bypass Hadoop's client-side .crc files on local disks (see STRICT_READ_OPTIONS).
+                fs = fs.getRawFileSystem()
+            self._filesystems[key] = fs
         return fs, jpath
 
     @_named_errors
@@ -356,6 +380,10 @@ class HadoopStorage(Storage):
 
     @_named_errors
     def read_text(self, path: str) -> str | None:
+        local = local_file(path)
+        if local is not None:  # a local disk: Python reads it, without five round trips into the JVM
+            data = self.read_bytes(path)
+            return None if data is None else data.decode("utf-8", "replace")
         fs, jpath = self._fs_and_path(path)
         if not fs.exists(jpath):
             return None

@@ -79,3 +79,34 @@ def test_a_status_text_that_does_not_read_as_hadoops_goes_file_by_file():
     assert _parse_statuses("SomeStore[00.json, 12 bytes]", "/t/_delta_log") is None  # another format
     assert _parse_statuses(hadoop, "/elsewhere") is None  # not a child of the listed directory
     assert _parse_statuses(hadoop.replace("length=12; ", ""), "/t/_delta_log") is None  # no size
+
+
+def test_a_filesystem_is_resolved_once_per_scheme_and_authority(spark, tmp_path):
+    """`_fs_and_path` keeps one FileSystem per (scheme, authority): paths of one store share it,
+    another authority gets its own, and a local disk's is the raw one (no client-side .crc)."""
+    storage = storage_for(spark)
+    local, _ = storage._fs_and_path(f"file:{tmp_path}/a.json")
+    again, _ = storage._fs_and_path(f"file://{tmp_path}/b/c.json")
+    assert local is again
+    assert "RawLocalFileSystem" in str(local.getClass().getName())
+    one, _ = storage._fs_and_path("hdfs://127.0.0.1:8020/t/_delta_log/0.json")
+    other, _ = storage._fs_and_path("hdfs://127.0.0.1:9000/t/_delta_log/0.json")
+    same, _ = storage._fs_and_path("HDFS://127.0.0.1:8020/u")
+    assert str(one.getUri()) == "hdfs://127.0.0.1:8020" and str(other.getUri()) == "hdfs://127.0.0.1:9000"
+    assert same is one
+
+
+def test_local_log_files_are_read_by_python_as_the_jvm_reads_them(spark, tmp_path):
+    """`read_text` / `read_bytes` of a local file: the same text (bytes that are not UTF-8 replaced
+    alike), and None for a missing file."""
+    storage = storage_for(spark)
+    path = tmp_path / "00000000000000000000.json"
+    path.write_bytes('{"add":{"path":"ü"}}\n'.encode() + b"\xff\xfe tail\n")
+    uri = f"file:{path}"
+    via_jvm = str(
+        storage._io_utils.toString(storage._fs_and_path(uri)[0].open(storage._path_class(uri)), "UTF-8")
+    )
+    assert storage.read_text(uri) == via_jvm and "\ufffd" in via_jvm
+    assert storage.read_bytes(uri) == path.read_bytes()
+    assert storage.read_text(f"file:{tmp_path}/missing.json") is None
+    assert storage.read_bytes(f"file:{tmp_path}/missing.json") is None

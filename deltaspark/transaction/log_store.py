@@ -32,7 +32,7 @@ from py4j.protocol import Py4JJavaError
 from deltaspark.errors import CommitOutcomeUnknownError, UnsafeCommitStoreError, UnsupportedSessionError
 from deltaspark.spark_compat import conf_get
 from deltaspark.spark_errors import raise_translated
-from deltaspark.storage import HadoopStorage, Storage, name_of, parent_of
+from deltaspark.storage import HadoopStorage, Storage, jvm_class, name_of, parent_of
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class LogStore:
     def _writer(self, head: str, parts: list[str] | tuple[str, ...]) -> Any:
         data = bytearray(head.encode("utf-8"))
         conf = self.storage.hadoop_conf
-        copy_bytes = self._jvm.org.apache.hadoop.io.IOUtils.copyBytes
+        copy_bytes = jvm_class(self._jvm, "org.apache.hadoop.io.IOUtils").copyBytes
 
         def write(stream: Any) -> None:
             stream.write(data)
@@ -164,9 +164,10 @@ class LogStore:
     def _link(self, src: str, dst: str) -> bool:
         _, jsrc = self.storage.filesystem(src)
         _, jdst = self.storage.filesystem(dst)
-        files = self._jvm.java.nio.file.Files
-        source = self._jvm.java.io.File(jsrc.toUri().getPath()).toPath()
-        target = self._jvm.java.io.File(jdst.toUri().getPath()).toPath()
+        files = jvm_class(self._jvm, "java.nio.file.Files")
+        file_class = jvm_class(self._jvm, "java.io.File")
+        source = file_class(jsrc.toUri().getPath()).toPath()
+        target = file_class(jdst.toUri().getPath()).toPath()
         try:
             files.createLink(target, source)
         except Py4JJavaError as exc:
@@ -179,8 +180,10 @@ class LogStore:
         _, jsrc = self.storage.filesystem(src)
         _, jdst = self.storage.filesystem(dst)
         jvm = self._jvm
-        context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(jdst.toUri(), self.storage.hadoop_conf)
-        rename_enum = jvm.org.apache.hadoop.fs.Options.Rename
+        context = jvm_class(jvm, "org.apache.hadoop.fs.FileContext").getFileContext(
+            jdst.toUri(), self.storage.hadoop_conf
+        )
+        rename_enum = jvm.org.apache.hadoop.fs.Options.Rename  # a nested class: resolved as py4j does
         options = self.storage.spark.sparkContext._gateway.new_array(rename_enum, 1)
         options[0] = rename_enum.NONE
         try:
