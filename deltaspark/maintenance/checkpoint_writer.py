@@ -689,7 +689,6 @@ def _written_on_driver(
     )
     if written is None:
         return False
-    log.info("Wrote the checkpoint of version %d on the driver", snapshot.version)
     _publish_classic(snapshot, directory, written, log_dir, result)
     return True
 

@@ -19,6 +19,7 @@ or domain it could not read exactly as Spark would (`FileState.newest` is `None`
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 
     from deltaspark.log.driver_replay import FileState
     from deltaspark.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
 
 # Spark's codec names and pyarrow's for the same parquet compression (Spark's `lz4` is Hadoop's
 # framing, which pyarrow does not write: left to Spark).
@@ -161,6 +164,7 @@ def write(
         rows = file_rows + _non_file_actions(snapshot, state, columns, protocol)
     except UnclearError:
         return None
+    log.info("Writing the checkpoint of version %d on the driver", snapshot.version)
     table = pa.Table.from_pylist(rows, schema=schema)
     sink = pa.BufferOutputStream()
     options = {"compression_level": zstd_level} if codec == "zstd" else {}
