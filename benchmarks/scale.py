@@ -227,7 +227,12 @@ class ExecutorSampler(threading.Thread):
             self.stopped.wait(self.poll)
 
     def peak(self, start: float, end: float) -> int:
-        return max((max(s, default=0) for t, s in self.samples if start <= t <= end), default=0)
+        """The largest executor RSS sampled from `start` to `end`, counting the last sample before
+        `start` (what the executors held as the operation began): an operation shorter than the
+        poll, such as a small checkpoint written on the driver, may have no sample of its own."""
+        inside = [max(s, default=0) for t, s in self.samples if start <= t <= end]
+        before = [max(s, default=0) for t, s in self.samples if t < start][-1:]
+        return max(inside + before, default=0)
 
 
 def measure(facts: dict[str, Any], executors: int, args: argparse.Namespace) -> dict[str, Any]:

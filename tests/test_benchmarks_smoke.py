@@ -191,6 +191,10 @@ def test_scale_runner_smoke(tmp_path):
     assert ops["replay"]["files"] == size["facts"]["generated"]["live_files"]
     assert ops["vacuum"]["candidates"] == size["facts"]["removed_files"] > 0
     assert ops["checkpoint"]["written"] >= 1 and ops["audit"]["errors"] == 0
-    for op in ops.values():
-        assert op["jobs"] > 0 and op["executor_peak_rss"] > 0 and op["driver_heap_peak"] > 0, op
+    # The smoke's 3,000-file state is within the driver replay's bounds: its checkpoint is written
+    # on the driver, without a job (larger sizes write it with Spark jobs on the executors).
+    assert ops["checkpoint"]["jobs"] == 0, ops["checkpoint"]
+    for name, op in ops.items():
+        assert op["jobs"] > 0 or name == "checkpoint", op
+        assert op["executor_peak_rss"] > 0 and op["driver_heap_peak"] > 0, op
     assert not (tmp_path / "w" / "table-smoke").exists()  # not kept without --keep
