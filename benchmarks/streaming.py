@@ -5,9 +5,11 @@
 One process, one `local[2]` session (8 shuffle partitions), each figure the best of `--repeat`
 warm runs after a first one:
 
-- `batch`: a full scan of a `--rows`-row table of 100 files into Spark's `noop` sink, three ways:
+- `batch`: a full scan of a `--rows`-row table of 100 files into Spark's `noop` sink, four ways:
   `spark.read.format("delta")` (deltaspark's Python data source), `DeltaTable.toDF()` and
-  `spark.read.parquet` of the same files (Spark alone, no log).
+  `spark.read.parquet` of the same files (Spark alone, no log); and a bare Python data source
+  reading the same files with pyarrow in as many tasks as `format("delta")` plans (the floor of
+  any reader built on Spark's Python data sources).
 - `skipping`: the same table read with a filter one file's statistics can hold (`id` in 1% of the
   range), by `format("delta")` with Spark 4.1's filter pushdown on, by `DeltaTable.toDF(filter)`
   and by `spark.read.parquet` of every file with the filter (Spark's own row-group statistics,
@@ -42,11 +44,13 @@ from pathlib import Path
 from typing import Any
 
 
-def _session() -> Any:
+def _session(extra: list[str]) -> Any:
     from benchmarks.worker_deltaspark import start_session
 
     return start_session(
-        "4g", ["spark.sql.shuffle.partitions=8", "spark.sql.streaming.numRecentProgressUpdates=1000"], None
+        "4g",
+        ["spark.sql.shuffle.partitions=8", "spark.sql.streaming.numRecentProgressUpdates=1000", *extra],
+        None,
     )
 
 
@@ -79,17 +83,70 @@ def batch(spark: Any, workdir: Path, rows: int, repeat: int) -> dict[str, Any]:
     def noop(df: Any) -> Any:
         return lambda: df.write.format("noop").mode("overwrite").save()
 
-    out: dict[str, Any] = {"rows": rows, "files": len(files)}
+    from deltaspark.datasource.batch import file_partitions
+    from deltaspark.datasource.table_state import load
+    from deltaspark.spark_compat import file_splitting
+
+    # as format("delta") plans them, planned here so that no Spark call warms its first run
+    tasks = len(file_partitions(load(str(path)), file_splitting(spark)))
+    floor = _bare_python_source(spark, files, tasks)
+    out: dict[str, Any] = {"rows": rows, "files": len(files), "format_delta_tasks": tasks}
     for name, frame in (
         ("format_delta", lambda: spark.read.format("delta").load(str(path))),
         ("todf", lambda: DeltaTable.forPath(spark, str(path)).toDF()),
         ("spark_parquet", lambda: spark.read.parquet(*files)),
+        ("bare_python_source", lambda: spark.read.format(floor).load()),
     ):
         first, best = _best(lambda frame=frame: noop(frame())(), repeat)
         out[name] = {"first_seconds": first, "seconds": best}
     out["ratio_to_todf"] = round(out["format_delta"]["seconds"] / out["todf"]["seconds"], 2)
     out["ratio_to_parquet"] = round(out["format_delta"]["seconds"] / out["spark_parquet"]["seconds"], 2)
+    out["ratio_to_bare_python_source"] = round(
+        out["format_delta"]["seconds"] / out["bare_python_source"]["seconds"], 2
+    )
+    out["bare_python_source_to_todf"] = round(
+        out["bare_python_source"]["seconds"] / out["todf"]["seconds"], 2
+    )
     return out
+
+
+def _bare_python_source(spark: Any, files: list[str], tasks: int) -> str:
+    """Registers, and names, the least a Python data source can do to read the same files: the
+    same number of tasks, each `pyarrow.parquet.read_table` of its files cast to the schema and
+    yielded as Arrow batches (no log, no column plan, no deletion vectors): the floor of any
+    reader built on Spark's Python data sources. Defined here so that Spark ships it by value."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class Files(InputPartition):
+        def __init__(self, paths: list[str]) -> None:
+            self.paths = paths
+
+    class Reader(DataSourceReader):
+        def partitions(self) -> list[Files]:
+            count = len(files)
+            return [Files(files[i * count // tasks : (i + 1) * count // tasks]) for i in range(tasks)]
+
+        def read(self, partition: Files):  # noqa: ANN202
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            schema = pa.schema([("id", pa.int64()), ("v", pa.float64()), ("name", pa.string())])
+            for path in partition.paths:
+                yield from pq.read_table(path.removeprefix("file:")).cast(schema).to_batches()
+
+    class Bare(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bare_python_parquet"
+
+        def schema(self) -> str:
+            return "id bigint, v double, name string"
+
+        def reader(self, schema: Any) -> Reader:
+            return Reader()
+
+    spark.dataSource.register(Bare)
+    return Bare.name()
 
 
 def skipping(spark: Any, workdir: Path, repeat: int) -> dict[str, Any]:
@@ -331,17 +388,21 @@ def main() -> None:
     parser.add_argument("--cases", default="batch,skipping,catch-up,sink,planning")
     parser.add_argument("--workdir", default="/tmp/deltaspark-bench/streaming")
     parser.add_argument("--out")
+    parser.add_argument("--conf", action="append", default=[], help="key=value, more session settings")
     args = parser.parse_args()
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = _session()
+    spark = _session(args.conf)
     import deltaspark
 
     deltaspark.register(spark)
     import pyspark
 
-    result: dict[str, Any] = {"pyspark": pyspark.__version__, "session": "local[2], 8 shuffle partitions"}
+    result: dict[str, Any] = {
+        "pyspark": pyspark.__version__,
+        "session": ", ".join(["local[2], 8 shuffle partitions", *args.conf]),
+    }
     cases = args.cases.split(",")
     if "batch" in cases:
         result["batch"] = batch(spark, workdir, args.rows, args.repeat)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -410,6 +411,35 @@ def small_file_reads(spark: SparkSession, average_file_size: int) -> Iterator[No
     small = average_file_size < _DEFAULT_OPEN_COST and not is_connect(spark)
     with _unless_set(spark, _OPEN_COST_CONF, str(max(8192, average_file_size)) if small else None):
         yield
+
+
+@dataclass(frozen=True)
+class FileSplitting:
+    """How a file scan's tasks are sized, from a session's settings as Spark sizes its own
+    (`FilePartition.maxSplitBytes`): each file counted `open_cost` more than its size, at most
+    `max_bytes` a task, the files spread over at least `parallelism` tasks where they are small
+    enough."""
+
+    max_bytes: int = 128 * 1024 * 1024  # spark.sql.files.maxPartitionBytes
+    open_cost: int = _DEFAULT_OPEN_COST  # spark.sql.files.openCostInBytes
+    parallelism: int = 1  # spark.sql.files.minPartitionNum, else the leaf nodes' default parallelism
+
+    def split_bytes(self, sizes: Sequence[int]) -> int:
+        """The most bytes one task takes for files of `sizes`, as Spark computes it."""
+        total = sum(sizes) + self.open_cost * len(sizes)
+        return min(self.max_bytes, max(self.open_cost, total // max(1, self.parallelism)))
+
+
+def file_splitting(spark: SparkSession) -> FileSplitting:
+    """The session's `FileSplitting` (Spark's defaults where a setting cannot be read)."""
+    parallelism = conf_get(spark, "spark.sql.files.minPartitionNum", "") or conf_get(
+        spark, "spark.sql.leafNodeDefaultParallelism", ""
+    )
+    return FileSplitting(
+        max_bytes=parse_bytes(conf_get(spark, "spark.sql.files.maxPartitionBytes", "128MB")),
+        open_cost=parse_bytes(conf_get(spark, _OPEN_COST_CONF, str(_DEFAULT_OPEN_COST))),
+        parallelism=max(1, int(parallelism)) if parallelism.strip() else default_parallelism(spark),
+    )
 
 
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"

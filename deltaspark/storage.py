@@ -252,6 +252,17 @@ def _named_errors(method: Callable[..., T]) -> Callable[..., T]:
     return wrapper
 
 
+def _local_bytes(local: str, path: str) -> bytes | None:
+    """The bytes of `path`, a file on a local disk at `local`; None when it does not exist."""
+    try:
+        with open(local, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+    except PermissionError:
+        raise PermissionDeniedError(path, "Permission denied") from None
+
+
 _STATUS_TEXT = re.compile(
     r"^\w*\{path=(?P<path>.+); isDirectory=(?P<dir>true|false)(?:; length=(?P<length>\d+))?"
     r".*?; modification_time=(?P<time>\d+);"
@@ -382,7 +393,7 @@ class HadoopStorage(Storage):
     def read_text(self, path: str) -> str | None:
         local = local_file(path)
         if local is not None:  # a local disk: Python reads it, without five round trips into the JVM
-            data = self.read_bytes(path)
+            data = _local_bytes(local, path)
             return None if data is None else data.decode("utf-8", "replace")
         fs, jpath = self._fs_and_path(path)
         if not fs.exists(jpath):
@@ -449,13 +460,7 @@ class HadoopStorage(Storage):
         it does not exist. A local file is read by Python: through py4j a 10 kB file took 48 ms."""
         local = local_file(path)
         if local is not None:
-            try:
-                with open(local, "rb") as handle:
-                    return handle.read()
-            except FileNotFoundError:
-                return None
-            except PermissionError:
-                raise PermissionDeniedError(path, "Permission denied") from None
+            return _local_bytes(local, path)
         fs, jpath = self._fs_and_path(path)
         if not fs.exists(jpath):
             return None

@@ -97,6 +97,48 @@ def test_deletion_vectors_and_column_mapping_are_read_as_todf_reads_them(delta, 
     assert read.count() == 40
 
 
+def test_a_scan_is_split_into_tasks_as_spark_splits_its_own_file_scans(delta, tmp_path):
+    """Tasks sized by the session's `spark.sql.files.*` settings and parallelism, read when
+    `register` is called: as many as Spark's own scan of the same files, each task a run of files
+    in the table's order. Twelve files of about equal size (each 1,000 bytes more with the open
+    cost below) over the session's 4 cores: three a task, two a task when the maximum is lowered,
+    six a task over 2 cores (the leaf nodes' parallelism), all in one task when the minimum number
+    of partitions is 1."""
+    spark, path = delta, str(tmp_path / "t")
+    deltaspark.write(spark.range(0, 1200, 1, 12).select("id", (F.col("id") * 7).alias("v")), path)
+    files = DeltaTable.forPath(spark, path).toDF().inputFiles()
+    assert len(files) == 12
+    settings = {
+        "spark.sql.files.openCostInBytes": "1000",
+        "spark.sql.files.maxPartitionBytes": None,
+        "spark.sql.files.minPartitionNum": None,
+        "spark.sql.leafNodeDefaultParallelism": None,
+    }
+    expected_rows = _rows(DeltaTable.forPath(spark, path).toDF())
+
+    def planned(**changes: str | None) -> int:
+        for key, value in {**settings, **changes}.items():
+            spark.conf.set(key, value) if value is not None else spark.conf.unset(key)
+        deltaspark.register(spark)
+        ours = spark.read.format("delta").load(path)
+        assert _rows(ours) == expected_rows
+        tasks = ours.rdd.getNumPartitions()
+        assert tasks == spark.read.parquet(*files).rdd.getNumPartitions()
+        return tasks
+
+    try:
+        size = os.path.getsize(files[0].removeprefix("file:"))
+        assert 1000 < size < 2200  # so that the counts below follow from the settings
+        assert planned() == 4  # 12 x (size + 1000) over 4 cores: 3 files a task
+        assert planned(**{"spark.sql.files.maxPartitionBytes": str(2 * (size + 1000) + 200)}) == 6
+        assert planned(**{"spark.sql.leafNodeDefaultParallelism": "2"}) == 2
+        assert planned(**{"spark.sql.files.minPartitionNum": "1"}) == 1
+    finally:
+        for key in settings:
+            spark.conf.unset(key)
+        deltaspark.register(spark)
+
+
 @pytest.mark.skipif(PYSPARK_VERSION < (4, 1), reason="filter pushdown for Python data sources: Spark 4.1+")
 def test_partition_filters_leave_files_out_when_the_session_allows_pushdown(delta, tmp_path):
     spark, path = delta, str(tmp_path / "t")
@@ -558,6 +600,7 @@ def test_data_skipping_never_leaves_out_a_file_holding_a_matching_row(conformanc
 
     from deltaspark.datasource.batch import FileReading, file_partitions
     from deltaspark.datasource.pruning import Skipping
+    from deltaspark.spark_compat import FileSplitting
 
     state = load(str(conformance / name), stats=True)
     skipping = Skipping(state)
@@ -565,7 +608,7 @@ def test_data_skipping_never_leaves_out_a_file_holding_a_matching_row(conformanc
     names = {f.name.lower(): f.name for f in output_schema(state).fields}
     per_file = []
     for entry in state.files:
-        (partition,) = file_partitions(state, [entry])
+        (partition,) = file_partitions(state, FileSplitting(), [entry])
         try:
             rows = [r for batch in reading.read(partition) for r in batch.to_pylist()]
         except DeltaSparkError as exc:

@@ -26,7 +26,7 @@ from deltaspark.features.schema import drop_void_fields
 from deltaspark.file_io import FileSystemSettings, install
 from deltaspark.read.arrow_file_reader import read_files
 from deltaspark.read.distributed_read import type_plan
-from deltaspark.spark_compat import arrow_schema
+from deltaspark.spark_compat import FileSplitting, arrow_schema
 
 NO_PATH = (
     "deltaspark: format('delta') was given no path. spark.read.format('delta').load(path) reads a "
@@ -35,8 +35,6 @@ NO_PATH = (
     "catalog entry's options. Read it with deltaspark.DeltaTable.forName(spark, name).toDF(), or "
     "load its location"
 )
-PARTITION_BYTES = 128 * 1024 * 1024  # as spark.sql.files.maxPartitionBytes
-MIN_PARTITIONS = 8  # enough tasks for a small cluster when the table is small
 
 
 @dataclass
@@ -66,28 +64,35 @@ def column_plan(state: TableState) -> list[dict[str, Any]]:
     return plan
 
 
-def file_partitions(state: TableState, entries: list[dict[str, Any]] | None = None) -> list[FilePartition]:
-    """`entries` (the state's live files when None) in bins of about `PARTITION_BYTES` (smaller
-    for a small table, so that at least `MIN_PARTITIONS` tasks share it), in their order."""
+def file_partitions(
+    state: TableState, splitting: FileSplitting, entries: list[dict[str, Any]] | None = None
+) -> list[FilePartition]:
+    """`entries` (the state's live files when None) in tasks sized as Spark sizes a file scan's
+    (`splitting`: the session's `spark.sql.files.*` settings and parallelism), in their order: a
+    file joins the current task unless the task would then exceed the split size, each file
+    counting its open cost too. Spark would split a file larger than that size; here a file is one
+    task's. A Python task costs tens of milliseconds more than a JVM one (see docs/streaming.md):
+    a few tasks per core, not one per file, keeps the scan near Spark's own."""
     entries = state.files if entries is None else entries
-    total = sum(f["size"] or 0 for f in entries)
-    target = max(1, min(PARTITION_BYTES, total // MIN_PARTITIONS or 1))
+    most = splitting.split_bytes([f["size"] or 0 for f in entries])
     bins: list[FilePartition] = []
     current: list[dict[str, Any]] = []
     size = 0
     for entry in entries:
-        task_entry = {
-            "path": entry["path"],
-            "partitionValues_parsed": typed_partition_values(state, entry),
-            "deletionVector": entry["deletionVector"],
-            "baseRowId": entry["baseRowId"],
-            "defaultRowCommitVersion": entry["defaultRowCommitVersion"],
-        }
-        if current and size + (entry["size"] or 0) > target:
+        length = entry["size"] or 0
+        if current and size + length > most:
             bins.append(FilePartition(current))
             current, size = [], 0
-        current.append(task_entry)
-        size += entry["size"] or 0
+        current.append(
+            {
+                "path": entry["path"],
+                "partitionValues_parsed": typed_partition_values(state, entry),
+                "deletionVector": entry["deletionVector"],
+                "baseRowId": entry["baseRowId"],
+                "defaultRowCommitVersion": entry["defaultRowCommitVersion"],
+            }
+        )
+        size += length + splitting.open_cost
     if current:
         bins.append(FilePartition(current))
     return bins
@@ -121,13 +126,16 @@ class FileReading:
 class DeltaBatchReader(FileReading, DataSourceReader):
     """Plans a table's files into partitions; reads a partition's files as Arrow batches."""
 
-    def __init__(self, state: TableState, settings: FileSystemSettings | None) -> None:
+    def __init__(
+        self, state: TableState, settings: FileSystemSettings | None, splitting: FileSplitting
+    ) -> None:
         super().__init__(state, settings)
+        self.splitting = splitting
         self._state: TableState | None = state  # planning only: never shipped with the reader
 
     def partitions(self) -> list[FilePartition]:
         assert self._state is not None
-        return file_partitions(self._state)
+        return file_partitions(self._state, self.splitting)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_state": None}
@@ -138,8 +146,10 @@ class PrunedBatchReader(DeltaBatchReader):
     statistics (Spark 4.1+, with `spark.sql.python.filterPushdown.enabled`): see `pruning`. Spark
     evaluates every filter on the rows as before."""
 
-    def __init__(self, state: TableState, settings: FileSystemSettings | None) -> None:
-        super().__init__(state, settings)
+    def __init__(
+        self, state: TableState, settings: FileSystemSettings | None, splitting: FileSplitting
+    ) -> None:
+        super().__init__(state, settings, splitting)
         self._skipping: Skipping | None = Skipping(state)  # planning only, as `_state`
         self._filters: list[Any] = []
 
@@ -153,9 +163,9 @@ class PrunedBatchReader(DeltaBatchReader):
     def partitions(self) -> list[FilePartition]:
         assert self._state is not None and self._skipping is not None
         if not self._filters:
-            return file_partitions(self._state)
+            return file_partitions(self._state, self.splitting)
         kept = [entry for entry in self._state.files if self._skipping.keeps(self._filters, entry)]
-        return file_partitions(self._state, kept)
+        return file_partitions(self._state, self.splitting, kept)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_state": None, "_skipping": None, "_filters": []}

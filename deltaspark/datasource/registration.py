@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from deltaspark.errors import UnsupportedSessionError
 from deltaspark.file_io import session_settings
-from deltaspark.spark_compat import conf_get, is_connect, spark_version
+from deltaspark.spark_compat import conf_get, file_splitting, is_connect, spark_version
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,8 @@ def register(spark: SparkSession) -> str:
             "short_name": name,
             "time_zone": conf_get(spark, "spark.sql.session.timeZone", "UTC"),
             "settings": None if is_connect(spark) else session_settings(spark),
+            # the planning process has no JVM to ask: Spark's task sizing, as the session has it now
+            "splitting": file_splitting(spark),
             # Spark refuses a reader that can take filters when this is off: read it now
             "pushdown": spark_version(spark) >= (4, 1)
             and conf_get(spark, PUSHDOWN_CONF, "false").strip().lower() == "true",

@@ -3,7 +3,8 @@
 One class for every face: `schema` and `reader` for batch reads (`batch`: a version's rows;
 `changes`: the change data feed with `readChangeFeed`), `streamReader` for streams (`stream`). Spark
 creates it from the reader's options in a planning process without a JVM; `register` sets the
-class attributes it needs from the session (its time zone, its S3A settings).
+class attributes it needs from the session (its time zone, its S3A settings, how it sizes file
+scan tasks).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from deltaspark.datasource.changes import ChangeFeed, ChangeFeedReader, feed_sch
 from deltaspark.datasource.stream import DeltaStreamReader
 from deltaspark.datasource.table_state import TableState, load, output_schema
 from deltaspark.file_io import FileSystemSettings, install
+from deltaspark.spark_compat import FileSplitting
 
 
 class DeltaDataSource(DataSource):
@@ -25,6 +27,7 @@ class DeltaDataSource(DataSource):
     time_zone = "UTC"  # the session's spark.sql.session.timeZone, for timestampAsOf
     settings: FileSystemSettings | None = None  # the session's S3A settings, for pyarrow
     pushdown = False  # Spark 4.1+ with spark.sql.python.filterPushdown.enabled: pruning, data skipping
+    splitting = FileSplitting()  # the session's file scan task sizes and parallelism
 
     @classmethod
     def name(cls) -> str:
@@ -70,10 +73,12 @@ class DeltaDataSource(DataSource):
         if feed is not None:
             return ChangeFeedReader(feed, self.settings)
         if self.pushdown:
-            return PrunedBatchReader(self._table(), self.settings)
-        return DeltaBatchReader(self._table(), self.settings)
+            return PrunedBatchReader(self._table(), self.settings, self.splitting)
+        return DeltaBatchReader(self._table(), self.settings, self.splitting)
 
     def streamReader(self, schema: StructType) -> DeltaStreamReader:
         state = self._table()
         path = str(dict((k.lower(), v) for k, v in self.options.items())["path"])
-        return DeltaStreamReader(path, state, dict(self.options), self.time_zone, self.settings)
+        return DeltaStreamReader(
+            path, state, dict(self.options), self.time_zone, self.settings, self.splitting
+        )

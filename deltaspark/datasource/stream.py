@@ -78,6 +78,7 @@ from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.listing import list_log_files, log_dir_of
 from deltaspark.log.paths import path_key
 from deltaspark.read.arrow_file_reader import read_change_files
+from deltaspark.spark_compat import FileSplitting
 
 try:  # Spark 4.2+: admission control and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (
@@ -202,8 +203,10 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
         options: dict[str, str],
         time_zone: str,
         settings: FileSystemSettings | None,
+        splitting: FileSplitting,
     ) -> None:
         super().__init__(state, settings)
+        self.splitting = splitting
         self.path, self.time_zone = path, time_zone
         self.options = StreamOptions.of(options)
         if self.options.change_feed:
@@ -481,7 +484,7 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
             chosen += files[at.index + 1 : upper + 1]
         if self.options.change_feed:
             return change_partitions(chosen)  # type: ignore[return-value]
-        return file_partitions(self._state, chosen)
+        return file_partitions(self._state, self.splitting, chosen)
 
     def read(self, partition: Any):  # noqa: ANN201 - Arrow record batches
         if self.options.change_feed:

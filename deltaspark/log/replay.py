@@ -26,7 +26,7 @@ from deltaspark.log.action_schemas import CORRUPT_RECORD, action_schema
 from deltaspark.log.files import LogFile
 from deltaspark.spark_compat import is_connect, local_frame, read_paths
 from deltaspark.spark_errors import raise_translated
-from deltaspark.storage import LINE_BREAK, STRICT_READ_OPTIONS, Storage, local_file, name_of, storage_for
+from deltaspark.storage import LINE_BREAK, STRICT_READ_OPTIONS, name_of, storage_for
 
 # How a line is selected before parsing (also by `small_log`, which must select the same lines):
 # its action key, by a Java regex; file actions, as every writer spells them, by their prefix.
@@ -85,10 +85,10 @@ def lines_on_driver(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame 
     if sum(f.size for f in files) > DRIVER_JSON_BYTES or any(f.file_format != "json" for f in files):
         return None
     storage = storage_for(spark)
-    try:
+    try:  # a local file is read by Python, bytes that are not UTF-8 replaced (checked below)
         with ThreadPoolExecutor(max_workers=min(16, len(files))) as pool:
-            texts = list(pool.map(lambda f: _text_of(storage, f.path), files))
-    except DeltaSparkError:
+            texts = list(pool.map(lambda f: storage.read_text(f.path), files))
+    except (DeltaSparkError, OSError):
         return None  # Spark reads them and says what is wrong
     if any(text is None or "\ufffd" in text for text in texts):
         return None
@@ -102,17 +102,6 @@ def lines_on_driver(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame 
         columns["file"] += [uri] * len(lines)
         columns["name"] += [name_of(f.path)] * len(lines)
     return local_frame(spark, columns, _LINES)
-
-
-def _text_of(storage: Storage, path: str) -> str | None:
-    local = local_file(path)
-    if local is None:
-        return storage.read_text(path)
-    try:
-        with open(local, "rb") as handle:
-            return handle.read().decode("utf-8", "replace")
-    except OSError:  # missing, not readable: Spark reads it and names the problem
-        return None
 
 
 def read_json_actions(
