@@ -76,9 +76,11 @@ DEFAULT_MAX_DRIVER_FILES = 200_000
 BROADCAST_FILES_LIMIT = 200_000
 BROADCAST_DELETED_ROWS_CONF = "spark.deltaspark.read.broadcastDeletedRows"
 DEFAULT_BROADCAST_DELETED_ROWS = 2_000_000
-# A read of few files decodes its DVs on the driver up to these bounds (0 rows: never).
+# A read of few files decodes its DVs on the driver up to these bounds (0 rows: never). The rows
+# then travel in the plan as a local relation of (path, row) pairs, which costs more than decoding
+# them in tasks somewhere between 67k and 200k rows (measured: docs/reads.md).
 DRIVER_DELETED_ROWS_CONF = "spark.deltaspark.read.driverDeletedRows"
-DEFAULT_DRIVER_DELETED_ROWS = 500_000
+DEFAULT_DRIVER_DELETED_ROWS = 100_000
 DRIVER_DV_BYTES = 16 * 1024 * 1024
 _DELETED_ROWS_SCHEMA = StructType(
     [StructField("key", StringType(), False), StructField("row_index", LongType(), False)]
