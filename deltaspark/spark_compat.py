@@ -430,11 +430,27 @@ class FileSplitting:
         return min(self.max_bytes, max(self.open_cost, total // max(1, self.parallelism)))
 
 
+# A Spark Connect client cannot ask the server how many cores it has: as many tasks as a
+# `format("delta")` scan planned at least before it followed the session's parallelism.
+_CONNECT_SCAN_PARALLELISM = 8
+
+
+def _conf_option(spark: SparkSession, key: str) -> str:
+    """A session setting, "" when unset: asked without a default, which a Connect server would
+    check against the setting's type (and log an error for)."""
+    try:
+        return spark.conf.get(key, None) or ""
+    except Exception:
+        return ""
+
+
 def file_splitting(spark: SparkSession) -> FileSplitting:
     """The session's `FileSplitting` (Spark's defaults where a setting cannot be read)."""
-    parallelism = conf_get(spark, "spark.sql.files.minPartitionNum", "") or conf_get(
-        spark, "spark.sql.leafNodeDefaultParallelism", ""
+    parallelism = _conf_option(spark, "spark.sql.files.minPartitionNum") or _conf_option(
+        spark, "spark.sql.leafNodeDefaultParallelism"
     )
+    if not parallelism.strip() and is_connect(spark):
+        parallelism = _conf_option(spark, "spark.default.parallelism") or str(_CONNECT_SCAN_PARALLELISM)
     return FileSplitting(
         max_bytes=parse_bytes(conf_get(spark, "spark.sql.files.maxPartitionBytes", "128MB")),
         open_cost=parse_bytes(conf_get(spark, _OPEN_COST_CONF, str(_DEFAULT_OPEN_COST))),
