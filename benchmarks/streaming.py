@@ -22,9 +22,11 @@ warm runs after a first one:
 - `sink`: `--batches` micro-batches of 10,000 rows (a file stream over parquet files of 10,000 rows,
   one file per batch) written by `deltaspark.writeStream` (one commit per batch) and by Spark's own
   parquet file sink: seconds per batch.
-- `planning`: the memory a stream's planning process holds for the initial snapshot of a
-  `--plan-files`-file table (a log written here, without data files): the peak RSS of a fresh Python
-  process that replays it with `table_state.load`, beside that of the same process importing only.
+- `planning`: the memory the planning process holds for logs of `--plan-files / 10` and
+  `--plan-files` files with a checkpoint, and `--plan-files` files in JSON commits only (logs
+  written here, without data files): the peak RSS of fresh Python processes planning a batch read
+  (`table_state.load`, every live file) and a stream's first two batches of its initial snapshot,
+  beside that of the same process importing only.
 
 Nothing here runs in CI.
 """
@@ -327,19 +329,34 @@ def sink(spark: Any, workdir: Path, batches: int) -> dict[str, Any]:
 
 
 PLANNING_PROBE = """
-import resource, sys, time
+import json, sys, time
+from deltaspark.datasource.source import DeltaDataSource
 from deltaspark.datasource.table_state import load
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-if sys.argv[2] == "load":
-    started = time.perf_counter(); files = len(load(sys.argv[1]).files); took = time.perf_counter() - started
-else:
-    files, took = 0, 0.0
-print(files, round(took, 2), base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+path, mode = sys.argv[1], sys.argv[2]
+def rss():  # this process's peak (VmHWM; ru_maxrss keeps the parent's peak across exec)
+    status = open("/proc/self/status").read()
+    return int(status.split("VmHWM:")[1].split()[0]) // 1024
+base, started, out = rss(), time.perf_counter(), {}
+if mode == "batch":  # what format("delta")'s batch planning holds: every live file
+    out["files"] = len(load(path).files)
+elif mode == "stream":  # a stream's first two batches of its initial snapshot, 1,000 files each
+    from pyspark.sql.streaming.datasource import ReadMaxFiles
+    source = DeltaDataSource({"path": path})
+    reader = source.streamReader(source.schema())
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadMaxFiles(1000))
+    out["files"] = sum(len(p.files) for p in reader.partitions(start, end))
+    out["first_batch_s"] = round(time.perf_counter() - started, 2)
+    later = reader.latestOffset(end, ReadMaxFiles(1000))
+    reader.partitions(end, later)
+    out["end"] = (later["reservoirVersion"], later["index"])
+out.update(seconds=round(time.perf_counter() - started, 2), base_mb=base, peak_rss_mb=rss())
+print(json.dumps(out))
 """
 
 
-def planning(spark: Any, workdir: Path, files: int) -> dict[str, Any]:
-    """Peak RSS of a fresh process replaying a `files`-file log (a JSON commit per 10,000 adds)."""
+def _json_log(workdir: Path, files: int) -> Path:
+    """A log of `files` adds, a JSON commit per 10,000 (no checkpoint)."""
     path = workdir / f"plan-{files}"
     log = path / "_delta_log"
     if not log.exists():
@@ -361,18 +378,42 @@ def planning(spark: Any, workdir: Path, files: int) -> dict[str, Any]:
                 }
                 lines.append(json.dumps({"add": add}))
             (log / f"{version:020d}.json").write_text("\n".join(lines) + "\n")
-    out: dict[str, Any] = {"files": files}
-    for mode in ("import", "load"):
-        done = subprocess.run(
-            [sys.executable, "-c", PLANNING_PROBE, str(path), mode],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        listed, took, base, peak = done.stdout.split()
-        out[mode] = {"files": int(listed), "seconds": float(took), "peak_rss_mb": round(int(peak) / 1024)}
-    out["held_mb"] = out["load"]["peak_rss_mb"] - out["import"]["peak_rss_mb"]
-    out["bytes_per_file"] = round(out["held_mb"] * 1024 * 1024 / files)
+    return path
+
+
+def _checkpointed_log(workdir: Path, files: int) -> Path:
+    """`files` live files: a classic checkpoint, then 10 commits of 1,000 adds each (`generate`)."""
+    from benchmarks.generate import LogSpec, generate
+
+    path = workdir / f"plan-checkpoint-{files}"
+    if not (path / "_delta_log").exists():
+        generate(path, LogSpec(files=files, commits=10, checkpoint=True, tail_files_per_commit=1000))
+    return path
+
+
+def planning(spark: Any, workdir: Path, files: int) -> dict[str, Any]:
+    """Peak RSS of fresh processes planning a read of logs of `files / 10` and `files` files: a
+    batch read's plan (every live file held) and a stream's first two batches of its initial
+    snapshot (`load_in_stream_order`), on checkpointed logs and on a log of JSON commits only."""
+    logs = {
+        f"checkpoint + 10 commits, {files // 10:,} files": _checkpointed_log(workdir, files // 10),
+        f"checkpoint + 10 commits, {files:,} files": _checkpointed_log(workdir, files),
+        f"{files // 10_000} JSON commits, {files:,} files": _json_log(workdir, files),
+    }
+    out: dict[str, Any] = {}
+    for name, path in logs.items():
+        out[name] = {}
+        for mode in ("import", "batch", "stream"):
+            done = subprocess.run(
+                [sys.executable, "-c", PLANNING_PROBE, str(path), mode],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            out[name][mode] = json.loads(done.stdout.splitlines()[-1])
+        for mode in ("batch", "stream"):
+            out[name][mode]["held_mb"] = out[name][mode]["peak_rss_mb"] - out[name]["import"]["peak_rss_mb"]
+        print(name, json.dumps(out[name]), flush=True)
     return out
 
 

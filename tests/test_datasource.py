@@ -24,6 +24,8 @@ from deltaspark.datasource.table_state import load, output_schema
 from deltaspark.errors import ChangeDataNotRecordedError, DeltaSparkError, UnsupportedSessionError
 from deltaspark.features.stats import MIN_MAX_TYPES
 from deltaspark.spark_compat import PYSPARK_VERSION
+from tests.reference_replay import dv_id
+from tests.reference_replay import replay as reference_replay
 from tests.test_conformance import REFUSED, TABLES
 
 needs_spark_4 = pytest.mark.skipif(PYSPARK_VERSION < (4, 0), reason="Python data sources need Spark 4.0+")
@@ -463,6 +465,206 @@ def test_a_replaced_table_and_excluded_files(delta, tmp_path):
     excluded = _stream(spark, path, tmp_path / "cp2", tmp_path / "out2", excludeRegex=r"part-0000[0-9]")
     assert excluded.exception() is None
     assert not (tmp_path / "out2").exists() or spark.read.parquet(str(tmp_path / "out2")).count() == 0
+
+
+# ---- a stream's initial snapshot past memory ----------------------------------------------------
+def test_file_order_sorts_through_spilled_runs_as_in_memory(tmp_path, monkeypatch):
+    """Runs of 7 files in blocks of 5: the merged list equals a sort in memory, read by index,
+    slice and iteration; the runs are closed once merged, the list's file when it is dropped, and
+    none has a name in the file system."""
+    import gc
+    import pickle
+    import random
+    import tempfile
+
+    from deltaspark.datasource import file_order
+
+    monkeypatch.setattr(file_order, "BLOCK_FILES", 5)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    opened = []
+    temp_file = file_order._temp_file
+    monkeypatch.setattr(file_order, "_temp_file", lambda: opened.append(temp_file()) or opened[-1])
+    rng = random.Random(7)
+    entries = [
+        {
+            "path": f"file:/t/{rng.randrange(40):03d}-{i}.parquet",
+            "modificationTime": rng.choice([None, 5, 6, 7]),
+            "size": i,
+            "partitionValues": {"p": str(i % 3)},
+            "deletionVector": None,
+        }
+        for i in range(53)
+    ]
+    expected = sorted(entries, key=lambda e: (e["modificationTime"] or 0, e["path"]))
+    order = file_order.FileOrder(run_files=7)
+    for entry in entries:
+        order.add(entry)
+    files = order.sorted()
+    assert isinstance(files, file_order.SpilledFiles)
+    assert len(opened) == 9 and [f.closed for f in opened] == [True] * 8 + [False]  # 8 runs merged
+    assert os.listdir(tmp_path) == []  # no names: nothing stays if the process is killed
+    assert len(files) == 53 and list(files) == expected
+    assert [files[i] for i in (0, 4, 5, 52, -1)] == [expected[i] for i in (0, 4, 5, 52, -1)]
+    assert files[3:17] == expected[3:17] and files[50:99] == expected[50:]
+    with pytest.raises(IndexError):
+        files[53]
+    with pytest.raises(TypeError, match="stays in the process"):
+        pickle.dumps(files)
+    small = file_order.FileOrder(run_files=100)
+    for entry in entries:
+        small.add(entry)
+    assert small.sorted() == expected  # one run: a list, nothing written
+    del files
+    gc.collect()
+    assert opened[-1].closed
+
+
+def _same_state(path: str, run_files: int) -> None:
+    """`load`'s live files are the independent reference replay's; `load_in_stream_order` (sorted
+    through runs of `run_files`) gives them in the same order, and it and `load(files=False)` the
+    same protocol and metadata."""
+    from deltaspark.datasource.file_order import SpilledFiles
+    from deltaspark.datasource.table_state import load_in_stream_order
+
+    try:
+        full = load(path)
+    except DeltaSparkError as exc:
+        with pytest.raises(type(exc)):
+            load_in_stream_order(path, None, lambda f: True, run_files)
+        return
+    reference = reference_replay(path)  # independent: every commit in log order, last action wins
+    assert sorted(
+        (f["path"].rsplit("/", 1)[-1], dv_id(f["deletionVector"]), f["size"]) for f in full.files
+    ) == sorted((p.rsplit("/", 1)[-1], dv, add["size"]) for (p, dv), add in reference.files.items())
+    state, files = load_in_stream_order(path, full.version, lambda f: True, run_files)
+    assert list(files) == list(full.files)
+    assert isinstance(files, SpilledFiles) == (len(full.files) > run_files)
+    light = load(path, files=False)
+    for other in (state, light):
+        assert (other.version, other.protocol, other.metadata, other.files) == (
+            full.version,
+            full.protocol,
+            full.metadata,
+            None,
+        )
+
+
+@needs_spark_4
+def test_the_stream_snapshot_replay_agrees_with_the_full_replay_on_every_conformance_table(conformance):
+    for name in TABLES:
+        path = str(conformance / name)
+        _same_state(path, 100_000 if name in PLANNED_ONLY else 2)
+
+
+@needs_spark_4
+def test_the_stream_snapshot_leaves_out_checkpoint_files_a_later_commit_removed_or_replaced(tmp_path):
+    """A checkpoint of 400 files, then commits removing some of them and re-adding others with
+    a deletion vector (a remove of the old key, an add of the new): neither the removed files nor
+    the replaced keys come back from the streamed checkpoint."""
+    from benchmarks.generate import LogSpec, generate
+
+    spec = LogSpec(
+        files=500,
+        commits=4,
+        partitions=3,
+        remove_fraction=0.2,
+        dv_fraction=0.2,
+        checkpoint=True,
+        tail_files_per_commit=40,
+    )
+    made = generate(tmp_path / "t", spec)
+    full = load(str(tmp_path / "t"))
+    assert len(full.files) == made.live_files == 500
+    assert sum(1 for f in full.files if f["deletionVector"]) > 0
+    _same_state(str(tmp_path / "t"), 64)
+
+
+@needs_spark_4
+def test_the_stream_snapshot_reads_commits_newest_first_by_the_reconciliation_rules(tmp_path):
+    """Commits read newest first, keeping only keys: a file removed later, re-added later, added
+    twice (the later wins), added and removed in one version (the remove wins), replaced by a
+    deletion vector - as the full replay, which keeps every action."""
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+
+    def add(path: str, size: int, dv: str | None = None) -> dict:
+        vector = (
+            {"storageType": "i", "pathOrInlineDv": dv, "sizeInBytes": 1, "cardinality": 1} if dv else None
+        )
+        return {
+            "add": {
+                "path": path,
+                "partitionValues": {},
+                "size": size,
+                "modificationTime": size,
+                "dataChange": True,
+                "deletionVector": vector,
+            }
+        }
+
+    def remove(path: str) -> dict:
+        return {"remove": {"path": path, "deletionTimestamp": 1, "dataChange": True}}
+
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    head = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {
+            "metaData": {
+                "id": "t",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": [],
+                "configuration": {},
+            }
+        },
+    ]
+    commits = [
+        [*head, add("a", 1), add("b", 2), add("c", 3), add("d", 4)],
+        [remove("b"), add("e", 5), add("a", 6, dv="wi5b=000010000siXQKl0rr91000f55c8Xg0@fqbz"), remove("a")],
+        [add("b", 7), remove("e"), add("f", 8), remove("f")],
+        [add("c", 9), add("c", 10)],
+    ]
+    for version, actions in enumerate(commits):
+        (log / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    full = load(str(tmp_path / "t"))
+    assert sorted((f["path"].rsplit("/", 1)[-1], f["size"]) for f in full.files) == [
+        ("a", 6),
+        ("b", 7),
+        ("c", 10),
+        ("d", 4),
+    ]
+    _same_state(str(tmp_path / "t"), 2)
+
+
+@needs_spark_4
+def test_a_stream_over_a_snapshot_sorted_through_local_files_reads_each_file_once(delta, tmp_path):
+    """`spark.deltaspark.stream.snapshotRunFiles=3`: a 12-file snapshot sorted in runs of 3 on disk
+    streams as the same offsets and rows as one sorted in memory."""
+    from deltaspark.datasource.registration import SNAPSHOT_RUN_FILES_CONF
+    from deltaspark.errors import InvalidArgumentError
+
+    spark, path = delta, str(tmp_path / "t")
+    for start in (0, 10, 20):
+        deltaspark.write(spark.range(start, start + 10, 1, 4), path)
+    DeltaTable.forPath(spark, path).delete("id % 10 = 3")  # deletion vectors or rewritten files
+    expected = sorted(r[0] for r in DeltaTable.forPath(spark, path).toDF().collect())
+    in_memory = _stream(spark, path, tmp_path / "c1", tmp_path / "o1", maxFilesPerTrigger=5)
+    assert in_memory.exception() is None
+    try:
+        spark.conf.set(SNAPSHOT_RUN_FILES_CONF, "zero")
+        with pytest.raises(InvalidArgumentError, match="snapshotRunFiles"):
+            deltaspark.register(spark)
+        spark.conf.set(SNAPSHOT_RUN_FILES_CONF, "3")
+        deltaspark.register(spark)
+        spilled = _stream(spark, path, tmp_path / "c2", tmp_path / "o2", maxFilesPerTrigger=5)
+    finally:
+        spark.conf.unset(SNAPSHOT_RUN_FILES_CONF)
+        deltaspark.register(spark)
+    assert spilled.exception() is None
+    assert _ids(spark, tmp_path / "o1") == _ids(spark, tmp_path / "o2") == expected
+    assert _offsets(tmp_path / "c1") == _offsets(tmp_path / "c2")
+    if ADMISSION_CONTROL:
+        assert len(_offsets(tmp_path / "c2")) >= 3  # 5 files a batch
 
 
 @needs_spark_4

@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 
 from deltaspark import file_io
 from deltaspark.file_io import FileSystemSettings, s3_options, session_settings
+from deltaspark.spark_compat import PYSPARK_VERSION
 from tests.s3_server import S3Server, s3_server
 
 
@@ -262,3 +263,50 @@ def test_tasks_run_with_the_settings_of_the_job_that_carried_them(s3a: SparkSess
     assert file_io._installed is None  # nothing left behind for the next task in the worker
     # (the session's own setting is gone: Hadoop 3.3's default, `s3.amazonaws.com`, or none)
     assert file_io.current_settings().s3a_for("lake").get("endpoint") in (None, "s3.amazonaws.com")
+
+
+@pytest.mark.skipif(PYSPARK_VERSION < (4, 0), reason="Python data sources need Spark 4.0+")
+def test_format_delta_reads_and_streams_a_table_in_s3_with_the_session_s_settings(
+    s3a: SparkSession, s3: S3Server, tmp_path
+) -> None:
+    """`format("delta")` is Python end to end (the log in the planning process, the data files in
+    tasks, both through pyarrow): a checkpointed table with a deletion after its checkpoint, copied
+    into the bucket, read and streamed from `s3a://` with the S3A settings `register` read."""
+    import deltaspark
+    from deltaspark import DeltaTable
+
+    local = tmp_path / "t"
+    for start in (0, 10, 20):
+        deltaspark.write(s3a.range(start, start + 10, 1, 2), str(local))
+    DeltaTable.forPath(s3a, str(local)).checkpoint()
+    deltaspark.write(s3a.range(30, 35, 1, 1), str(local))
+    DeltaTable.forPath(s3a, str(local)).delete("id % 10 = 3")
+    expected = sorted(r[0] for r in DeltaTable.forPath(s3a, str(local)).toDF().collect())
+    assert len(expected) == 31 and any(
+        p.name.endswith(".checkpoint.parquet") for p in (local / "_delta_log").iterdir()
+    )
+    client = s3.client()
+    for file in local.rglob("*"):
+        if file.is_file():
+            client.upload_file(str(file), "lake", f"delta/t/{file.relative_to(local).as_posix()}")
+    deltaspark.register(s3a)
+    try:
+        read = s3a.read.format("delta").load("s3a://lake/delta/t")
+        assert sorted(r[0] for r in read.collect()) == expected
+        sink = tmp_path / "out"
+        query = (
+            s3a.readStream.format("delta")
+            .option("maxFilesPerTrigger", 3)
+            .load("s3a://lake/delta/t")
+            .writeStream.format("parquet")
+            .option("checkpointLocation", str(tmp_path / "cp"))
+            .trigger(availableNow=True)
+            .start(str(sink))
+        )
+        query.awaitTermination(120)
+        assert query.exception() is None
+        assert sorted(r[0] for r in s3a.read.parquet(str(sink)).collect()) == expected
+    finally:
+        for key in s3.s3a_settings():
+            s3a.conf.unset(key)
+        deltaspark.register(s3a)  # the session's format again, without the endpoint's settings

@@ -65,6 +65,16 @@ class ArrowStorage(Storage):
         with filesystem.open_input_stream(inner) as handle:
             return handle.read()
 
+    def open_input(self, path: str):  # noqa: ANN201 - a pyarrow NativeFile (random access)
+        """The file opened for random access (a parquet reader reads what it needs of it); None
+        when it is not there."""
+        from pyarrow import fs
+
+        filesystem, inner, info = self._info(path)
+        if info.type != fs.FileType.File:
+            return None
+        return filesystem.open_input_file(inner)
+
     def read_text(self, path: str) -> str | None:
         data = self.read_bytes(path)
         return None if data is None else data.decode("utf-8", errors="replace")

@@ -73,7 +73,7 @@ def file_partitions(
     counting its open cost too. Spark would split a file larger than that size; here a file is one
     task's. A Python task costs tens of milliseconds more than a JVM one (see docs/streaming.md):
     a few tasks per core, not one per file, keeps the scan near Spark's own."""
-    entries = state.files if entries is None else entries
+    entries = state.live_files if entries is None else entries
     most = splitting.split_bytes([f["size"] or 0 for f in entries])
     bins: list[FilePartition] = []
     current: list[dict[str, Any]] = []
@@ -164,7 +164,7 @@ class PrunedBatchReader(DeltaBatchReader):
         assert self._state is not None and self._skipping is not None
         if not self._filters:
             return file_partitions(self._state, self.splitting)
-        kept = [entry for entry in self._state.files if self._skipping.keeps(self._filters, entry)]
+        kept = [entry for entry in self._state.live_files if self._skipping.keeps(self._filters, entry)]
         return file_partitions(self._state, self.splitting, kept)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -76,12 +76,12 @@ class ChangeFeed:
         ]
         if not self.commits:
             raise VersionNotFoundError(0, None, None, "the table has no commit files")
-        latest = load(self.path, None, None, time_zone)
+        latest = load(self.path, None, None, time_zone, files=False)
         ict = InCommitTimestamps.of(latest.protocol, latest.metadata)
         self.times = monotonic_file_times(self.commits)
         self.times.update(self._ict([c for c in self.commits if ict.applies_to(c.version)]))
         self.start, self.end = self._range(options, time_zone, ict, latest.version)
-        self.state = load(self.path, self.end, None, time_zone)  # the schema rows are read with
+        self.state = load(self.path, self.end, None, time_zone, files=False)  # the schema rows are read with
 
     def _ict(self, files: list[LogFile]) -> dict[int, int]:
         return in_commit_timestamps(self.storage, files)
@@ -120,7 +120,7 @@ class ChangeFeed:
 
     def tasks(self) -> list[dict[str, Any]]:
         """Every file a task reads, in version order; refuses a range the feed was off in."""
-        enabled = _enabled(load(self.path, self.start, None).metadata)
+        enabled = _enabled(load(self.path, self.start, None, files=False).metadata)
         off = [] if enabled else [self.start]
         root, out = self.state.table_root, []
         for version in range(self.start, self.end + 1):
@@ -189,7 +189,7 @@ def change_tasks(
 
 def snapshot_tasks(state: TableState, stamp: int) -> list[dict[str, Any]]:
     """A stream's initial snapshot as a feed: every live row an insert at the snapshot's version."""
-    actions = [{"add": {**f, "path": f["path"], "dataChange": True}} for f in state.files]
+    actions = [{"add": {**f, "path": f["path"], "dataChange": True}} for f in state.live_files]
     return change_tasks(state, state.version, actions, state.table_root, stamp)
 
 

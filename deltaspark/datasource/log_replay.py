@@ -8,13 +8,21 @@ fields a read needs (statistics only when asked: a pushed filter on a data colum
 they are most of an `add`'s bytes). The rules are the protocol's
 ("Action Reconciliation"): per logical file `(path, deletion vector id)` the newest action wins and
 within one version a `remove` beats an `add`; the newest `protocol` and `metaData` win.
+
+The commits after the checkpoint are read newest first: an add is live unless a newer version
+acted on its logical file, and only the keys acted on are kept; then the checkpoint, which holds
+the reconciled state of its version, streams through them a batch of rows at a time. Live adds are
+handed over as they are found (`live_adds`), never held here: the replay's memory is the commits'
+keys and one batch of checkpoint rows whatever the table's size, and the caller decides what to
+keep (a batch read, a list; a stream's initial snapshot of millions of files, runs sorted on
+local disk). Without `live_adds`, only protocol and metaData are read (the checkpoint's two
+columns, the commits' lines that are not file actions).
 """
 
 from __future__ import annotations
 
-import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +30,7 @@ from deltaspark.datasource.arrow_storage import ArrowStorage
 from deltaspark.errors import CorruptLogError
 from deltaspark.features.deletion_vectors import dv_unique_id_of
 from deltaspark.log.paths import absolute_path, path_key
+from deltaspark.log.replay import FILE_ACTION_PREFIXES
 from deltaspark.log.segment import LogSegment
 from deltaspark.storage import join_path, parent_of
 
@@ -41,13 +50,10 @@ STATS_FIELDS = ("stats", "stats_parsed")  # JSON text, or a checkpoint's typed s
 
 @dataclass
 class Replayed:
-    """The newest protocol and metaData, and the live `add` actions by logical file."""
+    """The newest protocol and metaData (the live adds went to the replay's `live_adds`)."""
 
     protocol: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
-    # per logical file: (version, is_add, the action's fields in `ADD_FIELDS` order: a tuple, which
-    # holds a million files in a third of the memory dicts take)
-    entries: dict[tuple[str, str], tuple[int, bool, tuple[Any, ...]]] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)  # protocol / metaData: the version they came from
     fields: tuple[str, ...] = ADD_FIELDS  # what is kept of an add (`ADD_FIELDS`, with statistics or not)
 
@@ -56,32 +62,16 @@ class Replayed:
             self.versions[kind] = version
             setattr(self, "protocol" if kind == "protocol" else "metadata", value)
 
-    def file(self, version: int, is_add: bool, action: dict[str, Any], root: str) -> None:
-        path = action.get("path")
-        if path is None:
-            return
-        location = path_key(path, root) or absolute_path(path, root)
-        key = (location, dv_unique_id_of(action.get("deletionVector")))
-        held = self.entries.get(key)
-        if held is None or version > held[0] or (version == held[0] and (held[1] or not is_add)):
-            self.entries[key] = (
-                version,
-                is_add,
-                tuple(action.get(name) for name in self.fields) if is_add else (),
-            )
 
-    def live(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """The live adds, each given up as it is yielded (the replay's memory is freed as the
-        caller builds its own list: the two are not both held at their full size)."""
-        while self.entries:
-            (location, _), (_, is_add, values) = self.entries.popitem()
-            if is_add:
-                yield location, dict(zip(self.fields, values, strict=True))
+def file_key(action: dict[str, Any], root: str) -> tuple[str, str]:
+    """A file action's logical file: its canonical path and its deletion vector's unique id."""
+    path = action["path"]
+    return (path_key(path, root) or absolute_path(path, root), dv_unique_id_of(action.get("deletionVector")))
 
 
-def _json_actions(text: str, where: str) -> Iterator[dict[str, Any]]:
+def _json_actions(text: str, where: str, files: bool = True) -> Iterator[dict[str, Any]]:
     for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+        if not line.strip() or (not files and line.lstrip().startswith(FILE_ACTION_PREFIXES)):
             continue
         try:
             action = json.loads(line)
@@ -91,22 +81,32 @@ def _json_actions(text: str, where: str) -> Iterator[dict[str, Any]]:
             yield action
 
 
-def _parquet_actions(data: bytes, where: str, add_fields: tuple[str, ...]) -> Iterator[dict[str, Any]]:
-    """The rows of a parquet checkpoint part or sidecar, only the columns a read needs."""
+BATCH_ROWS = 8192  # checkpoint rows decoded at a time: a part of millions of rows is never whole in memory
+
+
+def _parquet_actions(
+    storage: ArrowStorage, where: str, add_fields: tuple[str, ...] | None
+) -> Iterator[dict[str, Any]]:
+    """The rows of a parquet checkpoint part or sidecar, only the columns a read needs (without
+    `add_fields`, protocol and metaData only), a batch of rows at a time."""
+    source = storage.open_input(where)
+    if source is None:
+        raise CorruptLogError(where, "the log file listed is gone (cleaned up while reading?)")
+    with source:
+        yield from _parquet_rows(source, where, add_fields)
+
+
+def _parquet_rows(source: Any, where: str, add_fields: tuple[str, ...] | None) -> Iterator[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     try:
-        handle = pq.ParquetFile(io.BytesIO(data))
+        handle = pq.ParquetFile(source)
     except Exception as exc:
         raise CorruptLogError(where, f"not a readable parquet file: {exc}") from exc
     names = set(handle.schema_arrow.names)
-    wanted = {
-        "add": add_fields,
-        "remove": REMOVE_FIELDS,
-        "protocol": None,
-        "metaData": None,
-        "sidecar": ("path",),
-    }
+    wanted: dict[str, tuple[str, ...] | None] = {"protocol": None, "metaData": None}
+    if add_fields is not None:
+        wanted.update({"add": add_fields, "remove": REMOVE_FIELDS, "sidecar": ("path",)})
     columns = []
     for top, fields in wanted.items():
         if top not in names:
@@ -117,15 +117,15 @@ def _parquet_actions(data: bytes, where: str, add_fields: tuple[str, ...]) -> It
         present = {f.name for f in handle.schema_arrow.field(top).type}
         columns += [f"{top}.{name}" for name in fields if name in present]
     try:
-        table = handle.read(columns=columns)
+        for batch in handle.iter_batches(batch_size=BATCH_ROWS, columns=columns):
+            for row in batch.to_pylist():
+                yield {
+                    kind: _as_dicts(kind, value)
+                    for kind, value in row.items()
+                    if value is not None and _present(kind, value)
+                }
     except Exception as exc:
         raise CorruptLogError(where, f"its pages do not decode: {exc}") from exc
-    for row in table.to_pylist():
-        yield {
-            kind: _as_dicts(kind, value)
-            for kind, value in row.items()
-            if value is not None and _present(kind, value)
-        }
 
 
 # Map columns, which pyarrow gives as lists of (key, value) pairs.
@@ -156,51 +156,94 @@ def _present(kind: str, value: Any) -> bool:
     return any(v is not None for v in value.values())
 
 
-def replay(storage: ArrowStorage, segment: LogSegment, root: str, stats: bool = False) -> Replayed:
-    """Replay `segment`: its checkpoint (with sidecars), then its commits and compactions; with
-    `stats`, each live add keeps its statistics too."""
+def replay(
+    storage: ArrowStorage,
+    segment: LogSegment,
+    root: str,
+    live_adds: Callable[[str, dict[str, Any]], None] | None = None,
+    stats: bool = False,
+) -> Replayed:
+    """Replay `segment`: its commits and compactions newest first, then its checkpoint (with
+    sidecars). Each live add goes to `live_adds` as (location, its fields in `Replayed.fields`;
+    statistics too with `stats`) as soon as it is known live; without `live_adds`, protocol and
+    metaData only are read (module doc)."""
     out = Replayed(fields=ADD_FIELDS + STATS_FIELDS if stats else ADD_FIELDS)
+    add_fields = out.fields if live_adds is not None else None
+    newer: set[tuple[str, str]] = set()  # every file key a version read so far acted on
+    for f in reversed(segment.tail_files):  # newest first: an add is live unless a newer version acted
+        actions = list(_read(storage, f.path, f.file_format, add_fields))
+        _stream_version(out, actions, f.version, root, newer, live_adds)
     checkpoint = segment.checkpoint
-    if checkpoint is not None:
-        sidecars: list[str] = []
-        for part in checkpoint.files:
-            for action in _read(storage, part.path, part.file_format, out.fields):
-                _apply(out, action, checkpoint.version, root)
-                if "sidecar" in action:
-                    sidecars.append(action["sidecar"]["path"])
-        log_dir = parent_of(checkpoint.files[0].path)
-        for name in sidecars:
-            where = name if "://" in name or name.startswith("/") else join_path(log_dir, "_sidecars/" + name)
-            for action in _read(storage, where, "parquet", out.fields):
-                _apply(out, action, checkpoint.version, root)
-    for f in segment.tail_files:
-        for action in _read(storage, f.path, f.file_format, out.fields):
-            _apply(out, action, f.version, root)
+    if checkpoint is None:
+        return out
+    version = checkpoint.version
+
+    def apply(action: dict[str, Any]) -> None:
+        # The checkpoint's removes are tombstones of files it does not hold: nothing to weigh.
+        _apply_small(out, action, version)
+        add = action.get("add")
+        if live_adds is not None and add is not None and add.get("path") is not None:
+            key = file_key(add, root)
+            if key not in newer:
+                live_adds(key[0], {name: add.get(name) for name in out.fields})
+
+    sidecars: list[str] = []
+    for part in checkpoint.files:
+        for action in _read(storage, part.path, part.file_format, add_fields):
+            apply(action)
+            if live_adds is not None and "sidecar" in action:
+                sidecars.append(action["sidecar"]["path"])
+    log_dir = parent_of(checkpoint.files[0].path)
+    for name in sidecars:
+        where = name if "://" in name or name.startswith("/") else join_path(log_dir, "_sidecars/" + name)
+        for action in _read(storage, where, "parquet", add_fields):
+            apply(action)
     return out
 
 
+def _stream_version(
+    out: Replayed,
+    actions: list[dict[str, Any]],
+    version: int,
+    root: str,
+    newer: set[tuple[str, str]],
+    live_adds: Callable[[str, dict[str, Any]], None] | None,
+) -> None:
+    """One version's actions, read after every newer version's (whose keys `newer` holds): its
+    adds no newer version acted on are live, unless the version removes the same file too (a
+    remove beats an add within a version; of two adds, the later)."""
+    removed = set()
+    for action in actions:
+        _apply_small(out, action, version)
+        remove = action.get("remove")
+        if remove is not None and remove.get("path") is not None:
+            removed.add(file_key(remove, root))
+    if live_adds is None:
+        return
+    for action in reversed(actions):
+        add = action.get("add")
+        if add is None or add.get("path") is None:
+            continue
+        key = file_key(add, root)
+        if key not in newer and key not in removed:
+            newer.add(key)
+            live_adds(key[0], {name: add.get(name) for name in out.fields})
+    newer |= removed
+
+
+def _apply_small(out: Replayed, action: dict[str, Any], version: int) -> None:
+    for kind in ("protocol", "metaData"):
+        if action.get(kind) is not None:
+            out.small(kind, action[kind], version)
+
+
 def _read(
-    storage: ArrowStorage, where: str, file_format: str, add_fields: tuple[str, ...]
+    storage: ArrowStorage, where: str, file_format: str, add_fields: tuple[str, ...] | None
 ) -> Iterator[dict[str, Any]]:
     if file_format == "parquet":
-        data = storage.read_bytes(where)
-        if data is None:
-            raise CorruptLogError(where, "the log file listed is gone (cleaned up while reading?)")
-        yield from _parquet_actions(data, where, add_fields)
+        yield from _parquet_actions(storage, where, add_fields)
         return
     text = storage.read_text(where)
     if text is None:
         raise CorruptLogError(where, "the log file listed is gone (cleaned up while reading?)")
-    yield from _json_actions(text, where)
-
-
-def _apply(out: Replayed, action: dict[str, Any], version: int, root: str) -> None:
-    for kind, value in action.items():
-        if value is None:
-            continue
-        if kind in ("protocol", "metaData"):
-            out.small(kind, value, version)
-        elif kind == "add":
-            out.file(version, True, value, root)
-        elif kind == "remove":
-            out.file(version, False, value, root)
+    yield from _json_actions(text, where, files=add_fields is not None)

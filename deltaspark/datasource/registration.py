@@ -15,7 +15,8 @@ import logging
 
 from pyspark.sql import SparkSession
 
-from deltaspark.errors import UnsupportedSessionError
+from deltaspark.datasource.file_order import RUN_FILES
+from deltaspark.errors import InvalidArgumentError, UnsupportedSessionError
 from deltaspark.file_io import session_settings
 from deltaspark.spark_compat import conf_get, file_splitting, is_connect, spark_version
 
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 DELTA_SPARK_CLASS = "org.apache.spark.sql.delta.sources.DeltaDataSource"
+SNAPSHOT_RUN_FILES_CONF = "spark.deltaspark.stream.snapshotRunFiles"
 
 
 def _has_delta_spark(spark: SparkSession) -> bool:
@@ -33,6 +35,15 @@ def _has_delta_spark(spark: SparkSession) -> bool:
         return True
     except Exception:
         return False
+
+
+def snapshot_run_files(spark: SparkSession) -> int:
+    """`SNAPSHOT_RUN_FILES_CONF`: how many files of a stream's initial snapshot are sorted in memory
+    at a time (more are sorted through local files, see `file_order`)."""
+    text = conf_get(spark, SNAPSHOT_RUN_FILES_CONF, str(RUN_FILES)).strip()
+    if not text.isdigit() or int(text) <= 0:
+        raise InvalidArgumentError(f"{SNAPSHOT_RUN_FILES_CONF} must be a positive whole number, got {text!r}")
+    return int(text)
 
 
 def register(spark: SparkSession) -> str:
@@ -60,6 +71,7 @@ def register(spark: SparkSession) -> str:
             "settings": None if is_connect(spark) else session_settings(spark),
             # the planning process has no JVM to ask: Spark's task sizing, as the session has it now
             "splitting": file_splitting(spark),
+            "snapshot_run_files": snapshot_run_files(spark),
             # Spark refuses a reader that can take filters when this is off: read it now
             "pushdown": spark_version(spark) >= (4, 1)
             and conf_get(spark, PUSHDOWN_CONF, "false").strip().lower() == "true",

@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType
 
 from deltaspark.datasource.batch import DeltaBatchReader, PrunedBatchReader, batch_options
 from deltaspark.datasource.changes import ChangeFeed, ChangeFeedReader, feed_schema
+from deltaspark.datasource.file_order import RUN_FILES
 from deltaspark.datasource.stream import DeltaStreamReader
 from deltaspark.datasource.table_state import TableState, load, output_schema
 from deltaspark.file_io import FileSystemSettings, install
@@ -28,19 +29,29 @@ class DeltaDataSource(DataSource):
     settings: FileSystemSettings | None = None  # the session's S3A settings, for pyarrow
     pushdown = False  # Spark 4.1+ with spark.sql.python.filterPushdown.enabled: pruning, data skipping
     splitting = FileSplitting()  # the session's file scan task sizes and parallelism
+    snapshot_run_files = RUN_FILES  # a stream's initial snapshot: files sorted in memory at a time
 
     @classmethod
     def name(cls) -> str:
         return cls.short_name
 
     def _table(self) -> TableState:
+        """The table's protocol and metadata (its version resolved), without its files: what a
+        schema and a stream need; a stream reads its files itself, a version at a time."""
         held = getattr(self, "_held", None)
         if held is None:
             install(self.settings)
             path, version, timestamp = batch_options(dict(self.options))
-            held = load(path, version, timestamp, self.time_zone, stats=self.pushdown)
+            held = load(path, version, timestamp, self.time_zone, files=False)
             self._held = held
         return held
+
+    def _table_files(self) -> TableState:
+        """The version `_table` resolved, with its live files (statistics too when filters may
+        be pushed): what a batch read plans from."""
+        state = self._table()
+        install(self.settings)  # `_table` may have run in another process (Spark pickles the source)
+        return load(state.table_root, state.version, None, self.time_zone, stats=self.pushdown)
 
     def _options(self) -> dict[str, str]:
         return {k.lower(): str(v) for k, v in self.options.items()}
@@ -73,12 +84,18 @@ class DeltaDataSource(DataSource):
         if feed is not None:
             return ChangeFeedReader(feed, self.settings)
         if self.pushdown:
-            return PrunedBatchReader(self._table(), self.settings, self.splitting)
-        return DeltaBatchReader(self._table(), self.settings, self.splitting)
+            return PrunedBatchReader(self._table_files(), self.settings, self.splitting)
+        return DeltaBatchReader(self._table_files(), self.settings, self.splitting)
 
     def streamReader(self, schema: StructType) -> DeltaStreamReader:
         state = self._table()
         path = str(dict((k.lower(), v) for k, v in self.options.items())["path"])
         return DeltaStreamReader(
-            path, state, dict(self.options), self.time_zone, self.settings, self.splitting
+            path,
+            state,
+            dict(self.options),
+            self.time_zone,
+            self.settings,
+            self.splitting,
+            self.snapshot_run_files,
         )

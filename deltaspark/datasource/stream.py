@@ -28,14 +28,16 @@ as `changes.ChangeFeed` reads them in a batch; removes are changes then, not err
 Admission control (Spark 4.2+, `latestOffset(start, limit)`): `maxFilesPerTrigger` (default 1000)
 and `maxBytesPerTrigger`, at least one file per batch; `Trigger.AvailableNow` reads up to the
 version current when the query started, in such batches. Offsets are planned in the query's
-long-lived Python process, which keeps a few versions' file lists between batches.
+long-lived Python process, which keeps a few versions' file lists between batches; the initial
+snapshot's list is sorted through local files past `spark.deltaspark.stream.snapshotRunFiles`
+files (`file_order`), so millions of files are never all in its memory.
 """
 
 from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +52,7 @@ from deltaspark.datasource.changes import (
     feed_schema,
     snapshot_tasks,
 )
+from deltaspark.datasource.file_order import RUN_FILES
 from deltaspark.datasource.table_state import (
     TableState,
     commit_actions,
@@ -57,6 +60,7 @@ from deltaspark.datasource.table_state import (
     file_entry,
     in_commit_timestamps,
     load,
+    load_in_stream_order,
 )
 from deltaspark.errors import (
     DeletedDataInStreamError,
@@ -204,9 +208,10 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
         time_zone: str,
         settings: FileSystemSettings | None,
         splitting: FileSplitting,
+        run_files: int = RUN_FILES,
     ) -> None:
         super().__init__(state, settings)
-        self.splitting = splitting
+        self.splitting, self.run_files = splitting, run_files
         self.path, self.time_zone = path, time_zone
         self.options = StreamOptions.of(options)
         if self.options.change_feed:
@@ -216,7 +221,7 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
         self.stream_schema = state.schema
         self._state = state  # the table when the source was made: schema, partition columns
         self._storage: ArrowStorage | None = None
-        self._files: OrderedDict[tuple[int, bool], list[dict[str, Any]]] = OrderedDict()
+        self._files: OrderedDict[tuple[int, bool], Sequence[dict[str, Any]]] = OrderedDict()
         self._target: int | None = None  # Trigger.AvailableNow: the newest version to read
 
     def __getstate__(self) -> dict[str, Any]:  # what Spark ships to the tasks: the read only
@@ -239,7 +244,7 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
         latest = commits[-1].version if commits else -1
         return latest if self._target is None else min(latest, self._target)
 
-    def _version_files(self, version: int, starting: bool) -> list[dict[str, Any]] | None:
+    def _version_files(self, version: int, starting: bool) -> Sequence[dict[str, Any]] | None:
         """The files a version contributes to the stream, in order; None when it does not exist
         (yet, or no more: see `_missing`)."""
         key = (version, starting)
@@ -258,12 +263,18 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
             self._files.popitem(last=False)
         return files
 
-    def _snapshot_files(self, version: int) -> list[dict[str, Any]]:
-        state = load(self.table_root, version, None, self.time_zone)
-        self._check_table(state.metadata, state.protocol, version, earlier=False)
+    def _snapshot_files(self, version: int) -> Sequence[dict[str, Any]]:
+        """The initial snapshot's files in delta-spark's order; past `file_order.RUN_FILES` they
+        are sorted and kept in a local file, each batch reading its slice."""
         if self.options.change_feed:
+            state = load(self.table_root, version, None, self.time_zone)
+            self._check_table(state.metadata, state.protocol, version, earlier=False)
             return [t for t in snapshot_tasks(state, self._stamp(version)) if not self._excluded(t["path"])]
-        return [f for f in state.files if not self._excluded(f["path"])]
+        state, files = load_in_stream_order(
+            self.table_root, version, lambda f: not self._excluded(f["path"]), self.run_files
+        )
+        self._check_table(state.metadata, state.protocol, version, earlier=False)
+        return files
 
     def _stamp(self, version: int) -> int:
         """The commit's time (file times made monotonic, or in-commit timestamps where enabled)."""
@@ -349,7 +360,7 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
         if not _readable_with(self.stream_schema, schema, all_present=True):
             self._schema_changed(version, schema)
         if earlier and version > 0:  # a restarted stream has the latest schema: earlier rows must fit
-            before = load(self.table_root, version - 1, None, self.time_zone).schema
+            before = load(self.table_root, version - 1, None, self.time_zone, files=False).schema
             if not _readable_with(self.stream_schema, before, all_present=False):
                 self._schema_changed(version, before)
 
@@ -454,7 +465,9 @@ class DeltaStreamReader(FileReading, SupportsTriggerAvailableNow, DataSourceStre
             position = Position(at.version + 1, -1, False)  # the version is read to its end
         return self._end(start, position)
 
-    def _versions(self, position: Position, through: int) -> Iterator[tuple[Position, list[dict[str, Any]]]]:
+    def _versions(
+        self, position: Position, through: int
+    ) -> Iterator[tuple[Position, Sequence[dict[str, Any]]]]:
         """(where the stream is at each version's start, the version's files) from `position` on,
         through version `through`, skipping what `_missing` says was cleaned up; it stops at a
         version not written yet."""

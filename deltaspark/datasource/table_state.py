@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import zoneinfo
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -36,7 +37,8 @@ from pyspark.sql.types import (
 )
 
 from deltaspark.datasource.arrow_storage import ArrowStorage
-from deltaspark.datasource.log_replay import replay
+from deltaspark.datasource.file_order import RUN_FILES, FileOrder, stream_key
+from deltaspark.datasource.log_replay import Replayed, replay
 from deltaspark.errors import (
     DeltaSparkError,
     InvalidArgumentError,
@@ -51,6 +53,7 @@ from deltaspark.features.schema import drop_void_fields
 from deltaspark.log.commit_timestamps import InCommitTimestamps, version_at_timestamp
 from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.listing import list_log_files, log_dir_of, plan_segment, table_root_from
+from deltaspark.log.segment import LogSegment
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,8 @@ class TableState:
     version: int
     protocol: Protocol
     metadata: Metadata
-    files: list[dict[str, Any]]  # one per live file (`file_entry`), delta-spark's streaming order
+    # one per live file (`file_entry`), delta-spark's streaming order; None when not read
+    files: Sequence[dict[str, Any]] | None
 
     @property
     def schema(self) -> StructType:
@@ -71,6 +75,12 @@ class TableState:
     def mode(self) -> str:
         return column_mapping_mode(self.protocol, self.metadata)
 
+    @property
+    def live_files(self) -> Sequence[dict[str, Any]]:
+        if self.files is None:
+            raise DeltaSparkError(f"deltaspark: the files of {self.table_root} were not read (a bug)")
+        return self.files
+
 
 def load(
     table: str,
@@ -78,9 +88,41 @@ def load(
     timestamp: str | None = None,
     time_zone: str = "UTC",
     stats: bool = False,
+    files: bool = True,
 ) -> TableState:
     """The state of `table` at `version` (or as of `timestamp`, or the latest); with `stats`, each
-    file keeps its statistics (for data skipping)."""
+    file keeps its statistics (for data skipping); without `files`, protocol and metadata only
+    (what a schema needs: a checkpoint's two columns, the commits' lines other than file actions)."""
+    storage, segment, root = _segment(table, version, timestamp, time_zone)
+    live: list[dict[str, Any]] | None = [] if files else None
+    take = None if live is None else (lambda location, add: live.append(file_entry(add, location)))
+    replayed = replay(storage, segment, root, take, stats)
+    if live is not None:
+        live.sort(key=stream_key)
+    return _state(replayed, segment.version, segment.table_path, root, live)
+
+
+def load_in_stream_order(
+    table: str, version: int, keep: Callable[[dict[str, Any]], bool], run_files: int = RUN_FILES
+) -> tuple[TableState, Sequence[dict[str, Any]]]:
+    """The state of `table` at `version` without its files, and the live files `keep` keeps in
+    delta-spark's streaming order, sorted through local files past `run_files` of them: the files
+    are never all in memory (a stream's initial snapshot; `log_replay.replay` with `live_adds`)."""
+    storage, segment, root = _segment(table, version, None, "UTC")
+    order = FileOrder(run_files)
+
+    def take(location: str, add: dict[str, Any]) -> None:
+        entry = file_entry(add, location)
+        if keep(entry):
+            order.add(entry)
+
+    replayed = replay(storage, segment, root, take)
+    return _state(replayed, segment.version, segment.table_path, root, None), order.sorted()
+
+
+def _segment(
+    table: str, version: int | None, timestamp: str | None, time_zone: str
+) -> tuple[ArrowStorage, LogSegment, str]:
     storage = ArrowStorage()
     path = storage.qualify(table)
     if timestamp is not None:
@@ -89,17 +131,19 @@ def load(
         version = version_as_of(storage, path, timestamp, time_zone)
     segment = plan_segment(storage, path, version)
     root = table_root_from(list(segment.listing) or list(segment.tail_files), storage, path)
-    replayed = replay(storage, segment, root, stats)
+    return storage, segment, root
+
+
+def _state(
+    replayed: Replayed, version: int, path: str, root: str, live: Sequence[dict[str, Any]] | None
+) -> TableState:
     if replayed.protocol is None or replayed.metadata is None:
         raise MissingActionError(
-            f"{path} has no {'protocol' if replayed.protocol is None else 'metaData'} "
-            f"at version {segment.version}"
+            f"{path} has no {'protocol' if replayed.protocol is None else 'metaData'} at version {version}"
         )
     protocol, metadata = Protocol.from_row(replayed.protocol), Metadata.from_row(replayed.metadata)
     check_readable(protocol, path)
-    live = [file_entry(action, location) for location, action in replayed.live()]
-    live.sort(key=lambda f: (f["modificationTime"] or 0, f["path"]))  # delta-spark's stream order
-    return TableState(root, segment.version, protocol, metadata, live)
+    return TableState(root, version, protocol, metadata, live)
 
 
 def file_entry(add: dict[str, Any], location: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ is the decoded absolute path with `file:` spellings unified (`file:///x`, `file:
 
 from __future__ import annotations
 
+import functools
 import re
 from urllib.parse import unquote
 
@@ -119,10 +120,20 @@ def path_key(path: str, table_root: str) -> str | None:
     return _rooted(decoded, table_root)
 
 
+_SCHEME = re.compile(_SCHEME_RE)
+_FILE_FORMS = re.compile(_FILE_FORMS_RE)
+
+
+@functools.lru_cache(maxsize=64)
+def _normalized(table_root: str) -> str:
+    return normalize_root(table_root)
+
+
 def _rooted(decoded: str, table_root: str) -> str:
-    root = normalize_root(table_root)
-    if re.match(_SCHEME_RE, decoded):
-        return re.sub(_FILE_FORMS_RE, "file:/", decoded)
+    """Called once per file of a replay on the driver: compiled patterns, the root normalized once."""
+    root = _normalized(table_root)
+    if ":" in decoded and _SCHEME.match(decoded):
+        return _FILE_FORMS.sub("file:/", decoded)
     if decoded.startswith("/"):
         return _scheme_and_authority(root) + decoded
     return root + "/" + decoded
