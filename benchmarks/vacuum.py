@@ -12,7 +12,10 @@ one's `VACUUM START` is version 100, where both engines' post-commit hooks write
 and delta-rs's then expires the old commits). A dry run is timed twice in one process: `seconds`
 is the first call of a fresh process (a scheduled job), `warm_seconds` the second (a notebook, a
 job vacuuming many tables). The engines agree on the candidates (delta-rs's list is compared with
-deltaspark's). Nothing here runs in CI.
+deltaspark's). A third engine, `spark`, is the floor: the dry run's data work done by plain Spark in
+a fresh process (`SPARK_FLOOR`), its first and second runs timed the same way, so that what a new
+JVM and new Python workers cost is shown apart from what deltaspark adds. `--dry-only` skips the
+deletes. Nothing here runs in CI.
 """
 
 from __future__ import annotations
@@ -74,6 +77,83 @@ def deltaspark_worker(path: str, dry_run: bool, driver_memory: str) -> None:
     emit({"session_seconds": round(session, 2), "seconds": round(seconds, 2), **facts, "paths": paths})
 
 
+SPARK_FLOOR = """The floor: the dry run's data work in plain Spark, no deltaspark code. The table's
+directories listed in Python tasks with `pyarrow.fs` (as deltaspark lists, four directories a task),
+the JSON commits read as text, each file action's path taken from its line, the newest action per
+path kept, and the listed files that no live add names counted. No protocol, no path
+canonicalization, no deletion vectors, no hidden-file rules, no tombstone retention."""
+
+
+def spark_floor_worker(path: str, driver_memory: str) -> None:
+    start = time.perf_counter()
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    session = time.perf_counter() - start
+
+    def run() -> int:
+        root = Path(path)
+        directories = [str(p) for p in root.iterdir() if p.is_dir() and not p.name.startswith("_")]
+
+        def walk(batches):  # noqa: ANN001, ANN202 - Arrow batches in and out
+            import pyarrow as pa
+            import pyarrow.fs as pafs
+
+            fs = pafs.LocalFileSystem()
+            for batch in batches:
+                for directory in batch.column("directory").to_pylist():
+                    infos = fs.get_file_info(pafs.FileSelector(directory, recursive=True))
+                    paths = [i.path[len(path) + 1 :] for i in infos if i.type == pafs.FileType.File]
+                    yield pa.record_batch([pa.array(paths, pa.string())], names=["path"])
+
+        listed = (
+            spark.createDataFrame([(d,) for d in directories], "directory string")
+            .repartition(max(1, len(directories) // 4))
+            .mapInArrow(walk, "path string")
+        )
+        commits = sorted(str(p) for p in (root / "_delta_log").glob("*.json"))
+        lines = spark.read.text(commits).where(
+            F.col("value").startswith('{"add"') | F.col("value").startswith('{"remove"')
+        )
+        actions = lines.select(
+            F.regexp_extract(F.input_file_name(), r"(\d{20})\.json$", 1).cast("long").alias("version"),
+            F.col("value").startswith('{"add"').alias("is_add"),
+            F.coalesce(
+                F.get_json_object("value", "$.add.path"), F.get_json_object("value", "$.remove.path")
+            ).alias("path"),
+        )
+        newest = actions.withColumn(
+            "rank", F.row_number().over(Window.partitionBy("path").orderBy(F.desc("version"), "is_add"))
+        )
+        live = newest.where((F.col("rank") == 1) & F.col("is_add")).select("path")
+        return listed.join(live, "path", "left_anti").count()
+
+    start = time.perf_counter()
+    candidates = run()
+    seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    run()
+    warm = time.perf_counter() - start
+    emit(
+        {
+            "session_seconds": round(session, 2),
+            "seconds": round(seconds, 2),
+            "warm_seconds": round(warm, 2),
+            "candidates": candidates,
+        }
+    )
+
+
 def delta_rs_worker(path: str, dry_run: bool) -> None:
     import deltalake
 
@@ -129,12 +209,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--driver-memory", default="8g")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--out")
+    parser.add_argument("--dry-only", action="store_true", help="dry runs only (no deletes)")
     parser.add_argument("--worker", nargs=3, metavar=("ENGINE", "PATH", "MODE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         engine, path, mode = args.worker
         if engine == "deltaspark":
             deltaspark_worker(path, mode == "dry", args.driver_memory)
+        elif engine == "spark":
+            spark_floor_worker(path, args.driver_memory)
         else:
             delta_rs_worker(path, mode == "dry")
         return 0
@@ -151,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     runs = [_run("deltaspark", path, True, args), _run("delta-rs", path, True, args)]
     ours, theirs = (_relative(r.get("paths", []), path) for r in runs)
     agree = ours == theirs
-    for engine in ("deltaspark", "delta-rs"):
+    runs.append(_run("spark", path, True, args))
+    agree = agree and runs[-1].get("candidates") == len(ours)
+    for engine in () if args.dry_only else ("deltaspark", "delta-rs"):
         shutil.rmtree(path / "_delta_log")
         shutil.copytree(generated_log, path / "_delta_log")
         placeholders(path, spec, removed_only=True)
@@ -163,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         run.pop("paths", None)
     result = {
         "table": {"files": args.files, "commits": args.commits, "removed_files": len(ours)},
+        "spark_floor": SPARK_FLOOR,
         "same_candidates": agree,
         "runs": runs,
     }
