@@ -74,6 +74,7 @@ CLUSTER_TESTS = {
     "an object store reached with the session's S3A settings (the tasks get them with the job)": [
         "tests/test_object_store.py::test_an_iceberg_table_in_s3_is_read_with_the_session_s_s3a_settings",
         "tests/test_object_store.py::test_a_table_s_files_are_listed_and_deleted_by_tasks_in_s3",
+        "tests/test_object_store.py::test_format_delta_reads_and_streams_a_table_in_s3_with_the_session_s_settings",
     ],
     "a table by name": [
         "tests/test_catalog.py::test_write_by_name_creates_a_managed_location_and_appends",
