@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 from benchmarks.generate import LogSpec, generate, live_indices, plan_batches, write_placeholders
 from benchmarks.procmon import emit, run_monitored
+from benchmarks.worker_deltaspark import start_session
 
 # Placeholders are empty files: footers and DV bytes cannot be checked on them.
 PLACEHOLDER_CHECKS = [
@@ -43,17 +43,7 @@ def placeholders(root: Path, spec: LogSpec) -> int:
 def worker(path: str, level: str, checks: list[str] | None, driver_memory: str) -> None:
     """One audit in this process (its own Spark session), its figures emitted for the parent."""
     start = time.perf_counter()
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = start_session(driver_memory, [], None)
     session = time.perf_counter() - start
     from deltaspark import DeltaTable
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from benchmarks.generate import LogSpec, generate, plan_batches, write_placeholders
 from benchmarks.procmon import emit, monitored_record, run_monitored
+from benchmarks.worker_deltaspark import start_session
 
 
 def placeholders(root: Path, spec: LogSpec, removed_only: bool = False) -> int:
@@ -44,21 +45,14 @@ def placeholders(root: Path, spec: LogSpec, removed_only: bool = False) -> int:
     return write_placeholders(root, spec, chunks)
 
 
+RETENTION_CHECK_OFF = "spark.databricks.delta.retentionDurationCheck.enabled=false"  # zero retention
+
+
 def deltaspark_worker(path: str, dry_run: bool, driver_memory: str) -> None:
     start = time.perf_counter()
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = start_session(driver_memory, [RETENTION_CHECK_OFF], None)
     session = time.perf_counter() - start
     from deltaspark import DeltaTable
 
@@ -86,19 +80,10 @@ canonicalization, no deletion vectors, no hidden-file rules, no tombstone retent
 
 def spark_floor_worker(path: str, driver_memory: str) -> None:
     start = time.perf_counter()
-    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = start_session(driver_memory, [], None)
     session = time.perf_counter() - start
 
     def run() -> int:

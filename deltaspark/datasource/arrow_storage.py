@@ -57,12 +57,10 @@ class ArrowStorage(Storage):
         return out
 
     def read_bytes(self, path: str) -> bytes | None:
-        from pyarrow import fs
-
-        filesystem, inner, info = self._info(path)
-        if info.type != fs.FileType.File:
+        handle = self.open_input(path)
+        if handle is None:
             return None
-        with filesystem.open_input_stream(inner) as handle:
+        with handle:
             return handle.read()
 
     def open_input(self, path: str):  # noqa: ANN201 - a pyarrow NativeFile (random access)

@@ -128,7 +128,9 @@ class SpilledFiles(Sequence[dict[str, Any]]):
         self._finalizer = weakref.finalize(self, handle.close)
         self._reader = pa.ipc.open_file(handle)
         self._blocks = self._reader.num_record_batches
-        self._length = sum(self._reader.get_batch(i).num_rows for i in range(self._blocks))
+        # every block but the last holds `BLOCK_FILES` (`_write_rows`)
+        last = self._reader.get_batch(self._blocks - 1).num_rows if self._blocks else 0
+        self._length = max(0, self._blocks - 1) * BLOCK_FILES + last
         self._held: tuple[int, list[bytes]] | None = None
 
     def __len__(self) -> int:

@@ -20,8 +20,10 @@ _SCHEME_RE = r"^[a-zA-Z][a-zA-Z0-9+.-]*:"
 _FILE_FORMS_RE = r"^file:(//(localhost)?)?/"
 
 
+@functools.lru_cache(maxsize=64)
 def normalize_root(root: str) -> str:
-    """A table root in canonical form, without a trailing slash."""
+    """A table root in canonical form, without a trailing slash (cached: a driver replay asks it
+    once per file)."""
     root = re.sub(_FILE_FORMS_RE, "file:/", root.rstrip("/"))
     return root or "/"
 
@@ -124,14 +126,9 @@ _SCHEME = re.compile(_SCHEME_RE)
 _FILE_FORMS = re.compile(_FILE_FORMS_RE)
 
 
-@functools.lru_cache(maxsize=64)
-def _normalized(table_root: str) -> str:
-    return normalize_root(table_root)
-
-
 def _rooted(decoded: str, table_root: str) -> str:
     """Called once per file of a replay on the driver: compiled patterns, the root normalized once."""
-    root = _normalized(table_root)
+    root = normalize_root(table_root)
     if ":" in decoded and _SCHEME.match(decoded):
         return _FILE_FORMS.sub("file:/", decoded)
     if decoded.startswith("/"):
