@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import logging
 import time
+from collections.abc import Iterator
 from functools import cached_property, reduce
 from typing import Any
 
@@ -575,7 +576,8 @@ def _read_protocol_and_metadata(spark: SparkSession, storage: Storage, segment: 
             base = _checkpoint_on_driver(spark, storage, list(checkpoint.files))
         newer = _pm_files(segment, newer_tail)
         found = base if not newer else None
-        if found is None and small_log.eligible(newer, checkpoint is not None and base is None):
+        after_checkpoint = checkpoint is not None and base is None
+        if found is None and small_log.eligible(newer, after_checkpoint, small_log.local_bytes(spark)):
             found = _read_on_driver(spark, storage, newer, segment.version, base)
         if found is not None:
             protocol_metadata_cache.store(segment, found)
@@ -615,12 +617,19 @@ def _from_checksum(spark: SparkSession, storage: Storage, segment: LogSegment) -
 def _read_on_driver(
     spark: SparkSession, storage: Storage, files: list[LogFile], version: int, base: dict | None
 ) -> dict | None:
-    try:
-        texts = [storage.read_text(f.path) for f in files]
-    except DeltaSparkError:
-        return None  # the Spark path reads them again and reports what is wrong
-    torn_writes.check_texts(spark, files, texts)
-    return small_log.protocol_and_metadata(files, texts, version, base)
+    """`small_log`'s answer, the files read one at a time (each checked for a torn last line)."""
+
+    def contents() -> Iterator[bytes | None]:
+        for f in files:
+            try:
+                data = storage.read_bytes(f.path)
+            except DeltaSparkError:
+                data = None  # no answer: the Spark path reads it again and reports what is wrong
+            if data is not None:
+                torn_writes.check_bytes(spark, f, data)
+            yield data
+
+    return small_log.protocol_and_metadata(files, contents(), version, base)
 
 
 def _checkpoint_on_driver(spark: SparkSession, storage: Storage, files: list[LogFile]) -> dict | None:

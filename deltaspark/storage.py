@@ -193,7 +193,7 @@ def last_non_blank_line(text: str) -> tuple[str, bool]:
     return "", False
 
 
-def _last_line_of(read: Callable[[int, int], bytes], size: int) -> str:
+def last_line_of(read: Callable[[int, int], bytes], size: int) -> str:
     """The last non-blank line of a file of `size` bytes, read backwards in growing chunks
     (`read(begin, end)`) until the line is whole."""
     chunk, start, data = 8192, size, b""
@@ -415,7 +415,7 @@ class HadoopStorage(Storage):
                         handle.seek(begin)
                         return handle.read(end - begin)
 
-                    return _last_line_of(read_local, size)
+                    return last_line_of(read_local, size)
             except FileNotFoundError:
                 return None
             except PermissionError:
@@ -433,7 +433,7 @@ class HadoopStorage(Storage):
                 stream.seek(begin)
                 return bytes(self._io_utils.toByteArray(stream, end - begin))
 
-            return _last_line_of(read, size)
+            return last_line_of(read, size)
         finally:
             stream.close()
 

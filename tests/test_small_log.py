@@ -12,7 +12,7 @@ import json
 import pytest
 
 from deltaspark import CorruptLogError, DeltaTable
-from deltaspark.log import small_log
+from deltaspark.log import protocol_metadata_cache, small_log
 from deltaspark.log.files import parse_log_file
 from deltaspark.log.listing import plan_segment
 from deltaspark.snapshot import _pm_files, _read_protocol_and_metadata, protocol_metadata_frame
@@ -22,11 +22,11 @@ from tests.log_builder import add, commit_info, metadata, protocol
 from tests.test_conformance import TABLES
 
 
-def _files(*texts: str) -> tuple[list, list[str]]:
+def _files(*texts: str) -> tuple[list, list[bytes]]:
     names = [f"{v:020d}.json" for v in range(len(texts))]
     pairs = zip(names, texts, strict=True)
     files = [parse_log_file(n, f"file:/t/_delta_log/{n}", len(t), 0) for n, t in pairs]
-    return files, list(texts)
+    return files, [t.encode() for t in texts]
 
 
 def _lines(*actions: dict) -> str:
@@ -101,6 +101,41 @@ def test_only_small_checkpoint_less_segments_are_eligible():
     assert not small_log.eligible([big], has_checkpoint=False)
 
 
+def test_longer_logs_are_read_on_the_driver_only_from_a_local_disk_and_within_the_budget():
+    def commit(version: int, size: int, where: str = "file:/t/_delta_log") -> object:
+        name = f"{version:020d}.json"
+        return parse_log_file(name, f"{where}/{name}", size, 0)
+
+    long = [commit(v, small_log.MAX_BYTES) for v in range(small_log.MAX_FILES + 1)]
+    budget = sum(f.size for f in long)
+    assert not small_log.eligible(long, has_checkpoint=False)  # the budget defaults to 0 here
+    assert small_log.eligible(long, has_checkpoint=False, local_bytes=budget)
+    assert not small_log.eligible(long, has_checkpoint=False, local_bytes=budget - 1)
+    assert not small_log.eligible(long, has_checkpoint=True, local_bytes=budget)
+    remote = [*long[:-1], commit(len(long), 10, "s3a://b/t/_delta_log")]
+    assert not small_log.eligible(remote, has_checkpoint=False, local_bytes=budget)
+    huge = [commit(0, small_log.MAX_LOCAL_FILE_BYTES + 1)]
+    assert not small_log.eligible(huge, has_checkpoint=False, local_bytes=1 << 40)
+
+
+def test_lines_break_as_hadoop_breaks_them():
+    text = (
+        json.dumps({"protocol": P1})
+        + "\r"
+        + json.dumps(metadata(configuration={"a": "\u00e9"}))
+        + "\r\n"
+        + json.dumps({"commitInfo": {"note": "caf\u00e9"}}, ensure_ascii=False)
+        + "\n  \n"
+    )
+    files, contents = _files(text)
+    # A file action is dropped by its first bytes, whatever follows.
+    contents = [contents[0] + b'{"add": {"path": "\xff\xfe"}}\n']
+    found = small_log.protocol_and_metadata(files, contents, 0)
+    assert found["protocol"]["minReaderVersion"] == 1
+    assert found["metaData"]["configuration"] == {"a": "\u00e9"}
+    assert found["commitInfo"] == {"note": "caf\u00e9"}
+
+
 # ---- against the Spark path ---------------------------------------------------------------------
 
 
@@ -108,7 +143,7 @@ def _both(spark, table_path: str) -> tuple[dict | None, dict]:
     storage = HadoopStorage(spark)
     segment = plan_segment(storage, table_path)
     files = _pm_files(segment)
-    texts = [storage.read_text(f.path) for f in files]
+    texts = [storage.read_bytes(f.path) for f in files]
     base = None
     if segment.checkpoint is not None:
         parts = list(segment.checkpoint.files)
@@ -158,6 +193,41 @@ def test_driver_and_spark_agree_on_an_evolving_hand_built_log(spark, log):
     _same(driver, spark_row)
     snap = DeltaTable.forPath(spark, log.path).snapshot()
     assert snap.configuration == {"k": "w"} and snap.protocol.minReaderVersion == 3
+
+
+@pytest.mark.skipif(CONNECT, reason="classic sessions only")
+def test_driver_and_spark_agree_on_lines_broken_by_carriage_returns(spark, log):
+    log.raw(
+        "00000000000000000000.json",
+        "\r\n".join(json.dumps(a) for a in (commit_info(), protocol(), metadata())),
+    )
+    log.raw(
+        "00000000000000000001.json",
+        "\r".join(json.dumps(a) for a in ({"commitInfo": {"n": 1}}, metadata(configuration={"k": "\u00e9"})))
+        + "\r",
+    )
+    driver, spark_row = _both(spark, log.path)
+    _same(driver, spark_row)
+    assert driver["metaData"]["configuration"] == {"k": "\u00e9"} and driver["commitInfo"] == {"n": 1}
+
+
+@pytest.mark.skipif(CONNECT, reason="classic sessions only")
+def test_a_long_local_log_is_read_on_the_driver_within_the_session_s_budget(
+    spark, log, spark_job_count, monkeypatch
+):
+    monkeypatch.setattr(small_log, "MAX_BYTES", 0)  # every log is "long" here
+    log.commit(0, commit_info(), protocol(), metadata(configuration={"k": "0"}), add("a.parquet"))
+    log.commit(1, {"commitInfo": {"n": 1}}, metadata(configuration={"k": "1"}), add("b.parquet"))
+    protocol_metadata_cache.clear()
+    snap = DeltaTable.forPath(spark, log.path).snapshot()
+    assert snap.configuration == {"k": "1"} and snap.commitInfo["n"] == 1 and spark_job_count == []
+    protocol_metadata_cache.clear()
+    spark.conf.set(small_log.LOCAL_BYTES_CONF, "0")
+    try:
+        assert DeltaTable.forPath(spark, log.path).snapshot().configuration == {"k": "1"}
+    finally:
+        spark.conf.unset(small_log.LOCAL_BYTES_CONF)
+    assert spark_job_count == [1]
 
 
 @pytest.mark.skipif(CONNECT, reason="classic sessions only")

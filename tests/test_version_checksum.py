@@ -58,6 +58,7 @@ def log_needs_spark(monkeypatch) -> None:
     """Logs too big for `small_log`: without a checksum, protocol and metadata need the Spark job;
     no answer held from the writes (the cache keys on the log's files, not on the checksums)."""
     monkeypatch.setattr(small_log, "MAX_BYTES", 0)
+    monkeypatch.setattr(small_log, "DEFAULT_LOCAL_BYTES", 0)
     protocol_metadata_cache.clear()
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from deltaspark.errors import CorruptLogError
 from deltaspark.log.action_schemas import CORRUPT_RECORD, action_schema
 from deltaspark.log.files import LogFile
-from deltaspark.storage import Storage, last_non_blank_line
+from deltaspark.storage import Storage, last_line_of
 
 TORN = "the last line is not a complete JSON action (a torn or truncated write): "
 EMPTY = "the file holds no action (empty or only blank lines): a torn or interrupted write"
@@ -66,11 +66,10 @@ def _check_line(spark: SparkSession, f: LogFile, line: str | None) -> None:
     _remember(f)
 
 
-def check_texts(spark: SparkSession, files: Sequence[LogFile], texts: Sequence[str | None]) -> None:
-    """Check files whose whole text the driver holds (`None`: not read, left unchecked)."""
-    for f, text in zip(files, texts, strict=True):
-        if text is not None and (f.path, f.size) not in _checked:
-            _check_line(spark, f, last_non_blank_line(text)[0])
+def check_bytes(spark: SparkSession, f: LogFile, data: bytes) -> None:
+    """Check a file whose bytes the driver holds, reading only its last line."""
+    if (f.path, f.size) not in _checked:
+        _check_line(spark, f, last_line_of(lambda begin, end: data[begin:end], len(data)))
 
 
 def check_files(spark: SparkSession, storage: Storage, files: Iterable[LogFile]) -> None:
