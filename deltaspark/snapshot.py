@@ -12,7 +12,6 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Iterator
 from functools import cached_property, reduce
 from typing import Any
 
@@ -37,22 +36,20 @@ from deltaspark.features.protocol import Protocol, check_readable
 from deltaspark.features.schema import drop_void_fields
 from deltaspark.features.stats import conform_parsed_stats, parse_stats_json, stats_schema
 from deltaspark.log import action_schemas as schemas
-from deltaspark.log import driver_replay, protocol_metadata_cache, small_log, torn_writes, version_checksum
-from deltaspark.log.checkpoint_check import check_sidecars, decode_parquet
+from deltaspark.log import driver_replay, protocol_metadata
+from deltaspark.log.checkpoint_check import check_sidecars
 from deltaspark.log.commit_timestamps import MISSING_ICT, InCommitTimestamps, monotonic_file_times
 from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.listing import list_log_files, log_dir_of, plan_segment, table_root_from
 from deltaspark.log.reconciliation import commit_file_of, file_action_rows, newest_per, reconcile_files
 from deltaspark.log.replay import (
     CORRUPT_LINE,
-    keep_actions,
     parquet_file_schema,
     read_checkpoint_actions,
     read_json_actions,
 )
 from deltaspark.log.segment import LogSegment
 from deltaspark.log.sidecar_reader import read_sidecar_actions
-from deltaspark.log.typed_json import UnreadableParquetError
 from deltaspark.read.data_skipping import DEFAULT_STRING_PREFIX_LENGTH, FileFilter
 from deltaspark.read.predicates import from_filter
 from deltaspark.spark_compat import conf_get, spark_version
@@ -557,166 +554,6 @@ class Snapshot:
 # ---- loading ----------------------------------------------------------------------------------
 
 
-def _read_protocol_and_metadata(spark: SparkSession, storage: Storage, segment: LogSegment) -> dict | None:
-    """Newest protocol and metaData, the snapshot version's commitInfo, the sidecars.
-
-    On the driver when the log is small or an earlier answer for the same checkpoint and a prefix
-    of the commits is held (only the newer commits are read); else in one Spark job.
-    """
-    if storage.direct_reads:
-        base, newer_tail, exact = protocol_metadata_cache.lookup(segment)
-        if exact:
-            return base
-        found = _from_checksum(spark, storage, segment) if base is None else None
-        if found is not None:
-            protocol_metadata_cache.store(segment, found)
-            return found
-        checkpoint = segment.checkpoint
-        if base is None and checkpoint is not None and small_log.checkpoint_eligible(list(checkpoint.files)):
-            base = _checkpoint_on_driver(spark, storage, list(checkpoint.files))
-        newer = _pm_files(segment, newer_tail)
-        found = base if not newer else None
-        after_checkpoint = checkpoint is not None and base is None
-        if found is None and small_log.eligible(newer, after_checkpoint, small_log.local_bytes(spark)):
-            found = _read_on_driver(spark, storage, newer, segment.version, base)
-        if found is not None:
-            protocol_metadata_cache.store(segment, found)
-            return found
-    row = protocol_metadata_frame(spark, segment).first()
-    if row is None:
-        return None
-    found = row.asDict(recursive=True)
-    if storage.direct_reads:
-        protocol_metadata_cache.store(segment, found)
-    return found
-
-
-def _from_checksum(spark: SparkSession, storage: Storage, segment: LogSegment) -> dict | None:
-    """Protocol and metadata from the newest usable `.crc` and the commits after it (see
-    `version_checksum`), all read on the driver; `None` when it gives no clear answer."""
-    if conf_get(spark, version_checksum.ENABLED_CONF, "true").strip().lower() == "false":
-        return None
-    planned = version_checksum.plan(segment)
-    if planned is None:
-        return None
-    crc, commits = planned
-    try:
-        text = storage.read_text(crc.path)
-    except DeltaSparkError:
-        return None
-    base = version_checksum.base_answer(crc, text, segment.checkpoint is not None)
-    if base is None:
-        log.info("Not using %s for protocol and metadata (unreadable or unclear)", crc.path)
-        return None
-    found = _read_on_driver(spark, storage, commits, segment.version, base) if commits else base
-    if found is not None:
-        log.debug("Protocol and metadata of version %d from %s", segment.version, crc.name)
-    return found
-
-
-def _read_on_driver(
-    spark: SparkSession, storage: Storage, files: list[LogFile], version: int, base: dict | None
-) -> dict | None:
-    """`small_log`'s answer, the files read one at a time (each checked for a torn last line)."""
-
-    def contents() -> Iterator[bytes | None]:
-        for f in files:
-            try:
-                data = storage.read_bytes(f.path)
-            except DeltaSparkError:
-                data = None  # no answer: the Spark path reads it again and reports what is wrong
-            if data is not None:
-                torn_writes.check_bytes(spark, f, data)
-            yield data
-
-    return small_log.protocol_and_metadata(files, contents(), version, base)
-
-
-def _checkpoint_on_driver(spark: SparkSession, storage: Storage, files: list[LogFile]) -> dict | None:
-    try:
-        parts = [storage.read_bytes(f.path) for f in files]
-    except DeltaSparkError:
-        return None  # the Spark path reads them again and reports what is wrong
-    try:
-        return small_log.checkpoint_protocol_and_metadata(files, parts)
-    except UnreadableParquetError as exc:
-        # Damage, or a page pyarrow cannot decode: Spark decides (`CorruptLogError` naming the
-        # part, which passes the checkpoint over, when it cannot decode it either).
-        decode_parquet(spark, [exc.path])
-        return None
-
-
-def _pm_files(segment: LogSegment, tail: list[LogFile] | None = None) -> list[LogFile]:
-    """The JSON files protocol and metadata are read from (on top of the checkpoint): the tail (or
-    the part of it given) and the commit of the snapshot's version, for its commitInfo."""
-    json_files = list(segment.tail_files if tail is None else tail)
-    if segment.commit_at_version is not None and segment.commit_at_version not in json_files:
-        json_files.append(segment.commit_at_version)
-    return json_files
-
-
-def protocol_metadata_frame(spark: SparkSession, segment: LogSegment) -> DataFrame:
-    """The one-row DataFrame behind `_read_protocol_and_metadata`."""
-    frames: list[DataFrame] = []
-    checkpoint = segment.checkpoint
-    if checkpoint is not None:
-        kinds = ["protocol", "metaData", "sidecar"]
-        frame = read_checkpoint_actions(spark, checkpoint.files, kinds, checkpoint.version)
-        if checkpoint.files[0].file_format == "json":  # a V2 top-level file: small, every action kept
-            wanted = (
-                F.col("protocol").isNotNull() | F.col("metaData").isNotNull() | F.col("sidecar").isNotNull()
-            )
-        else:
-            # Required fields, so Spark can push the test into the parquet reader: row groups that
-            # hold only file actions (all of a big checkpoint but its first) are skipped by their stats.
-            wanted = (
-                F.col("protocol.minReaderVersion").isNotNull()
-                | F.col("metaData.id").isNotNull()
-                | F.col("sidecar.path").isNotNull()
-                | F.col("sidecar.sizeInBytes").isNotNull()
-            )
-        frame = keep_actions(frame, wanted)
-        frames.append(
-            frame.select(
-                "version",
-                "file",
-                "protocol",
-                "metaData",
-                F.lit(None).cast("string").alias("commitInfo"),
-                "sidecar",
-            )
-        )
-    json_files = _pm_files(segment)
-    if json_files:
-        frame = read_json_actions(spark, json_files, ["protocol", "metaData", "commitInfo"])
-        frames.append(
-            frame.select(
-                "version",
-                "file",
-                "protocol",
-                "metaData",
-                F.when(F.col("version") == segment.version, F.col("commitInfo")).alias("commitInfo"),
-                F.lit(None).cast(schemas.SIDECAR).alias("sidecar"),
-            )
-        )
-    actions = reduce(_union, frames)
-
-    def newest(column: str, alias: str | None = None, value: str | None = None) -> Column:
-        return F.max_by(value or column, F.when(F.col(column).isNotNull(), F.col("version"))).alias(
-            alias or column
-        )
-
-    return actions.agg(
-        newest("protocol"),
-        newest("metaData"),
-        newest("commitInfo"),
-        newest("protocol", "protocolFile", "file"),
-        newest("metaData", "metaDataFile", "file"),
-        F.collect_list("sidecar").alias("sidecars"),
-        F.max("version").alias("maxVersion"),  # evaluates every row's version: corrupt lines fail here
-    )
-
-
 def _protocol_of(raw: dict, where: str) -> Protocol:
     for required in ("minReaderVersion", "minWriterVersion"):
         if raw.get(required) is None:
@@ -727,12 +564,7 @@ def _protocol_of(raw: dict, where: str) -> Protocol:
 def load_snapshot(spark: SparkSession, storage: Storage, segment: LogSegment, table_root: str) -> Snapshot:
     """The snapshot of `segment`: protocol and metadata (one Spark job at most), checked before use."""
     try:
-        row = _read_protocol_and_metadata(spark, storage, segment)
-        # The lines read are a few of each file: its last line shows whether the file is whole.
-        checkpoint_json = (
-            [f for f in segment.checkpoint.files if f.file_format == "json"] if segment.checkpoint else []
-        )
-        torn_writes.check_files(spark, storage, [*_pm_files(segment), *checkpoint_json])
+        row = protocol_metadata.load(spark, storage, segment)
     except DeltaSparkError:
         raise
     except Exception as exc:

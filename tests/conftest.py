@@ -167,14 +167,14 @@ def conformance() -> Path:
 @pytest.fixture
 def spark_job_count(monkeypatch):
     """How many times the Spark path ran (the driver path and the cache run none)."""
-    import deltaspark.snapshot as snapshot_module
+    from deltaspark.log import protocol_metadata
 
     calls = []
-    real = snapshot_module.protocol_metadata_frame
+    real = protocol_metadata.frame
 
     def counting(spark, segment):
         calls.append(segment.version)
         return real(spark, segment)
 
-    monkeypatch.setattr(snapshot_module, "protocol_metadata_frame", counting)
+    monkeypatch.setattr(protocol_metadata, "frame", counting)
     return calls

@@ -633,13 +633,13 @@ def test_one_window_without_deletion_vectors(spark, log, spark_replay):
 def test_protocol_and_metadata_filter_reaches_the_checkpoint_reader(spark, log, spark_replay):
     """The checkpoint scan of the protocol/metadata job pushes a filter on required fields into
     the parquet reader, so row groups holding only file actions can be skipped by their stats."""
-    from deltaspark.snapshot import protocol_metadata_frame
+    from deltaspark.log import protocol_metadata
 
     log.commit(0, protocol(), metadata(), add("a"))
     log.classic_checkpoint(0, [protocol(), metadata(), add("a")])
     log.commit(1, add("b"))
     segment = table(spark, log).segment
-    plan = protocol_metadata_frame(spark, segment)._jdf.queryExecution().executedPlan().toString()
+    plan = protocol_metadata.frame(spark, segment)._jdf.queryExecution().executedPlan().toString()
     scan = next(line for line in plan.splitlines() if "FileScan parquet" in line)
     assert "IsNotNull(protocol.minReaderVersion)" in scan and "IsNotNull(metaData.id)" in scan, scan
 

@@ -12,10 +12,9 @@ import json
 import pytest
 
 from deltaspark import CorruptLogError, DeltaTable
-from deltaspark.log import protocol_metadata_cache, small_log
+from deltaspark.log import protocol_metadata, protocol_metadata_cache, small_log
 from deltaspark.log.files import parse_log_file
 from deltaspark.log.listing import plan_segment
-from deltaspark.snapshot import _pm_files, _read_protocol_and_metadata, protocol_metadata_frame
 from deltaspark.storage import HadoopStorage
 from tests.conftest import CONNECT
 from tests.log_builder import add, commit_info, metadata, protocol
@@ -142,7 +141,7 @@ def test_lines_break_as_hadoop_breaks_them():
 def _both(spark, table_path: str) -> tuple[dict | None, dict]:
     storage = HadoopStorage(spark)
     segment = plan_segment(storage, table_path)
-    files = _pm_files(segment)
+    files = protocol_metadata.json_files(segment)
     texts = [storage.read_bytes(f.path) for f in files]
     base = None
     if segment.checkpoint is not None:
@@ -150,7 +149,7 @@ def _both(spark, table_path: str) -> tuple[dict | None, dict]:
         base = small_log.checkpoint_protocol_and_metadata(parts, [storage.read_bytes(f.path) for f in parts])
         assert base is not None
     driver = small_log.protocol_and_metadata(files, texts, segment.version, base) if files else base
-    row = protocol_metadata_frame(spark, segment).first().asDict(recursive=True)
+    row = protocol_metadata.frame(spark, segment).first().asDict(recursive=True)
     row["commitInfo"] = json.loads(row["commitInfo"]) if row["commitInfo"] else None
     return driver, row
 
@@ -175,7 +174,8 @@ def test_driver_and_spark_agree_on_every_conformance_table_that_qualifies(spark,
         checkpoint = segment.checkpoint
         if checkpoint is not None and not small_log.checkpoint_eligible(list(checkpoint.files)):
             continue  # (V2 JSON checkpoints, big ones) the Spark path reads them
-        if not small_log.eligible(_pm_files(segment), False) and _pm_files(segment):
+        commits = protocol_metadata.json_files(segment)
+        if commits and not small_log.eligible(commits, False):
             continue
         driver, spark_row = _both(spark, path)
         assert driver is not None, name  # real tables are clean: the driver path must answer
@@ -237,9 +237,9 @@ def test_a_corrupt_commit_is_still_named_by_the_spark_path(spark, log):
     log.raw("00000000000000000001.json", '{"protocol": {"minReaderVersion": 1, \n{"commitInfo": {}}\n')
     storage = HadoopStorage(spark)
     segment = plan_segment(storage, log.path)
-    assert small_log.eligible(_pm_files(segment), False)
+    assert small_log.eligible(protocol_metadata.json_files(segment), False)
     with pytest.raises(Exception, match="deltaspark: corrupt Delta log file .*00000000000000000001.json"):
-        _read_protocol_and_metadata(spark, storage, segment)
+        protocol_metadata.load(spark, storage, segment)
     with pytest.raises(CorruptLogError, match="00000000000000000001.json"):
         DeltaTable.forPath(spark, log.path).snapshot()
 

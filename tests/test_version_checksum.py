@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 
 from deltaspark import DeltaTable, write
-from deltaspark.log import protocol_metadata_cache, small_log, version_checksum
+from deltaspark.log import protocol_metadata, protocol_metadata_cache, small_log, version_checksum
 from deltaspark.log.files import parse_log_file
 from deltaspark.log.listing import plan_segment
 from deltaspark.log.segment import build_log_segment
-from deltaspark.snapshot import _from_checksum, protocol_metadata_frame
 from deltaspark.storage import HadoopStorage
 from tests.conftest import CONNECT
 from tests.test_conformance import TABLES
@@ -245,11 +244,11 @@ def test_every_conformance_checksum_gives_the_logs_protocol_and_metadata(spark, 
                 segment = plan_segment(storage, str(path), version)
             except Exception:  # noqa: BLE001 - fixtures the conformance suite checks for their errors
                 continue
-            found = _from_checksum(spark, storage, segment)
+            found = protocol_metadata._from_checksum(spark, storage, segment)
             if found is None:
                 ignored += 1
                 continue
-            row = protocol_metadata_frame(spark, segment).first().asDict(recursive=True)
+            row = protocol_metadata.frame(spark, segment).first().asDict(recursive=True)
             row["commitInfo"] = json.loads(row["commitInfo"]) if row["commitInfo"] else None
             for key in ("protocol", "metaData", "commitInfo", "sidecars"):
                 assert found[key] == row[key], (name, version, key, found[key], row[key])
@@ -264,9 +263,9 @@ def test_the_benchmark_generators_checksum_describes_its_log(spark, tmp_path):
     generated = generate(tmp_path / "t", LogSpec(files=40, commits=3, checksum=True))
     storage = HadoopStorage(spark)
     segment = plan_segment(storage, generated.path)
-    found = _from_checksum(spark, storage, segment)
+    found = protocol_metadata._from_checksum(spark, storage, segment)
     assert found is not None and found["protocolFile"].endswith(f"{generated.version:020d}.crc")
-    row = protocol_metadata_frame(spark, segment).first().asDict(recursive=True)
+    row = protocol_metadata.frame(spark, segment).first().asDict(recursive=True)
     assert (found["protocol"], found["metaData"]) == (row["protocol"], row["metaData"])
     crc = json.loads(_crc(generated.path, generated.version).read_text())
     files = DeltaTable.forPath(spark, generated.path).snapshot().files()

@@ -7,7 +7,7 @@ metaData and commitInfo lines are read here instead. So are longer commits on a 
 to `spark.deltaspark.snapshot.driverLocalLogBytes`): Python reads their bytes and drops the file
 actions by their first bytes without decoding them - 421 MB of commits in 0.9 s, where the Spark
 job, which parses nothing more, took 6.3 s in a new session. Both with the same rules as the Spark path
-(`snapshot.protocol_metadata_frame`): the same lines selected, the newest non-null value of each
+(`protocol_metadata.frame`): the same lines selected, the newest non-null value of each
 action wins. This path only answers when every line it looks at is clean and typed exactly as
 the action schema says; anything else (a corrupt line, a field of an unexpected type, two
 different values at one version) returns `None`, and the Spark path gives the answer or the
