@@ -16,14 +16,16 @@ Spark). Cases (sources written once as parquet, read by each engine inside its t
 - `update-where` / `delete-where`: UPDATE (`v = v + 1`) and DELETE of the rows matching
   `id % 10 = 0 AND id < rows / 10` (1% of the rows, in 10 of the 100 files), not a merge.
 
-Each merge runs on a fresh copy of the table. deltaspark runs every case three times in one
-process: copy-on-write (as delta-rs) twice - the first call of a process pays the JVM's warm-up
-(`seconds`), the second does not (`warm_seconds`) - then twice on a copy of the table written
-with deletion vectors on (`with_dvs`: the second call; `first_seconds` the first, which pays the
-deletion-vector route's own warm-up). Bytes written and dropped are read off each commit (a file
-removed and added back with a deletion vector is neither). Then, in the same warm process, the same
-merge done by hand with plain Spark over the table's parquet files, with no log at all
-(`spark_plain_seconds`, the best of two runs): the floor of any merge that runs as Spark jobs on
+Each merge runs on a fresh copy of the table. deltaspark runs every case in one process: first
+copy-on-write (as delta-rs) - the first call of a process pays the JVM's warm-up (`seconds`) -
+and once on a copy of the table written with deletion vectors on (`first_seconds`, which pays
+the deletion-vector route's own warm-up); then `--repeat` rounds (default 3) of: copy-on-write
+(`warm_seconds`, their median; `warm_runs`), with deletion vectors (`with_dvs`: `seconds` the
+median, `runs`), and the same merge done by hand with plain Spark over the table's parquet files,
+with no log at all (`spark_plain_seconds`, the median; `spark_plain_runs`) - interleaved, so
+that each side meets the machine in the same state. Bytes written and dropped are read off each
+commit (a file removed and added back with a deletion vector is neither). The plain-Spark merge
+is the floor of any merge that runs as Spark jobs on
 this machine, doing what a MERGE must beyond the rewrite (the cardinality check, the written
 files' statistics) so that it is a fair equivalent and not only a lower bound. Nothing here runs in CI.
 """
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -123,7 +126,7 @@ def _fresh_copy(workdir: Path, name: str, base: str = "base") -> Path:
     return copy
 
 
-def deltaspark_worker(workdir: Path, case: str, driver_memory: str) -> None:
+def deltaspark_worker(workdir: Path, case: str, driver_memory: str, repeat: int) -> None:
     start = time.perf_counter()
     spark = _session(driver_memory)
     session = time.perf_counter() - start
@@ -159,19 +162,28 @@ def deltaspark_worker(workdir: Path, case: str, driver_memory: str) -> None:
         return {"seconds": seconds, "metrics": metrics, **_commit_bytes(table, version + 1)}
 
     cold = run(_fresh_copy(workdir, "deltaspark-a"))
-    warm = run(_fresh_copy(workdir, "deltaspark-b"))
     dv_first = run(_fresh_copy(workdir, "deltaspark-c", "base-dv"))
-    dv = run(_fresh_copy(workdir, "deltaspark-c", "base-dv"))  # warm: the DV route's first call paid
-    dv["first_seconds"] = dv_first["seconds"]
     floor = spark_plain_dml if case in DML_CASES else spark_plain_merge
-    plain = min(floor(spark, workdir, case) for _ in range(2))
+    warm, dv, plain = [], [], []
+    for _ in range(max(1, repeat)):
+        warm.append(run(_fresh_copy(workdir, "deltaspark-b")))
+        dv.append(run(_fresh_copy(workdir, "deltaspark-c", "base-dv")))
+        plain.append(floor(spark, workdir, case))
+    with_dvs = {
+        **dv[-1],
+        "seconds": statistics.median(r["seconds"] for r in dv),
+        "runs": [r["seconds"] for r in dv],
+        "first_seconds": dv_first["seconds"],
+    }
     emit(
         {
             "session_seconds": round(session, 2),
             **cold,
-            "warm_seconds": warm["seconds"],
-            "with_dvs": dv,
-            "spark_plain_seconds": plain,
+            "warm_seconds": statistics.median(r["seconds"] for r in warm),
+            "warm_runs": [r["seconds"] for r in warm],
+            "with_dvs": with_dvs,
+            "spark_plain_seconds": statistics.median(plain),
+            "spark_plain_runs": plain,
         }
     )
 
@@ -315,6 +327,7 @@ def delta_rs_worker(workdir: Path, case: str) -> None:
 
 def _run(engine: str, case: str, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "benchmarks.merge", "--worker", engine, case, "--workdir", args.workdir]
+    cmd += ["--repeat", str(args.repeat)]
     outcome = run_monitored(cmd + ["--driver-memory", args.driver_memory], args.timeout, 20 * 1024**3)
     return monitored_record(outcome, engine=engine, case=case)
 
@@ -328,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--driver-memory", default="8g")
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--repeat", type=int, default=3, help="warm rounds (deltaspark, DVs, plain Spark)")
     parser.add_argument("--out")
     parser.add_argument("--reuse", action="store_true", help="keep the tables and sources of a previous run")
     parser.add_argument("--worker", nargs=2, metavar=("ENGINE", "CASE"), help=argparse.SUPPRESS)
@@ -336,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         engine, case = args.worker
         if engine == "deltaspark":
-            deltaspark_worker(workdir, case, args.driver_memory)
+            deltaspark_worker(workdir, case, args.driver_memory, args.repeat)
         else:
             delta_rs_worker(workdir, case)
         return 0
