@@ -1,4 +1,4 @@
-"""Where a snapshot's protocol and metadata come from: one decision, each byte read once.
+"""Where a snapshot's protocol and metadata come from: one decision, routes tried in order.
 
 `load` takes the first route that gives a clear answer, in this order:
 
@@ -140,10 +140,10 @@ def _checkpoint_on_driver(spark: SparkSession, storage: Storage, files: list[Log
 def json_files(segment: LogSegment, tail: list[LogFile] | None = None) -> list[LogFile]:
     """The JSON files protocol and metadata are read from (on top of the checkpoint): the tail (or
     the part of it given) and the commit of the snapshot's version, for its commitInfo."""
-    json_files = list(segment.tail_files if tail is None else tail)
-    if segment.commit_at_version is not None and segment.commit_at_version not in json_files:
-        json_files.append(segment.commit_at_version)
-    return json_files
+    files = list(segment.tail_files if tail is None else tail)
+    if segment.commit_at_version is not None and segment.commit_at_version not in files:
+        files.append(segment.commit_at_version)
+    return files
 
 
 def frame(spark: SparkSession, segment: LogSegment) -> DataFrame:
