@@ -166,6 +166,21 @@ def test_checks_generated_columns_and_refused_assignments(spark, tmp_path):
     check_table(Path(path))
 
 
+@pytest.mark.one_suite("4.x")  # version-independent
+@pytest.mark.parametrize("dvs", [False, True], ids=["copy-on-write", "deletion-vectors"])
+def test_a_non_deterministic_condition_updates_each_row_once_or_leaves_it(spark, tmp_path, dvs):
+    # With DVs the rows marked deleted and the rows given new values are one set, read once: when
+    # each step evaluated the condition itself, rand() chose two sets (rows lost and duplicated).
+    path = str(tmp_path / "t")
+    properties = {"delta.enableDeletionVectors": "true"} if dvs else {}
+    write(spark.range(0, 4000, 1, 2).selectExpr("id", "0 AS v"), path, properties=properties)
+    DeltaTable.forPath(spark, path).update("rand() < 0.5", {"v": "v + 1"})
+    rows = DeltaTable.forPath(spark, path).toDF()
+    assert rows.count() == 4000 and rows.select("id").distinct().count() == 4000
+    assert 0 < rows.where("v = 1").count() < 4000 and rows.where("v NOT IN (0, 1)").count() == 0
+    check_table(Path(path))
+
+
 def test_row_tracking_and_change_data(spark, tmp_path):
     import pyarrow as pa
 

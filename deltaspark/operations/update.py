@@ -7,7 +7,8 @@ the condition is NULL are left alone, as in SQL) and counts their matches. Only 
 - with deletion vectors (`delta.enableDeletionVectors` on a table supporting the feature), the
   matching rows are marked deleted in a new DV per file and their new values are written as new
   files (merge-on-read): the file's other rows are not rewritten; a file whose every row is
-  updated is removed instead;
+  updated is removed instead. The touched files are read a second time, for the matching rows
+  (their positions and values, cached for both);
 - otherwise (copy-on-write) the file is rewritten with the matching rows' new values and the other
   rows as they were, and the original is removed.
 
@@ -60,10 +61,10 @@ from deltaspark.features.expressions import resolve_expression
 from deltaspark.features.identity_columns import identity_columns
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.operations.delete import (
+    FILE_COLUMN,
     check_rows_changeable,
     mark_rows_deleted,
     materialized_row_tracking,
-    read_candidates,
     touched_files,
     write_change_files,
     writes_deletion_vectors,
@@ -396,17 +397,23 @@ def _new_rows(
     return complete.drop(MATCHED)
 
 
-def _write_new_rows(job: _Update, only_matched: bool) -> Any:
-    """The rows of the touched files as the update leaves them (`_new_rows`), written and added."""
+def _write_new_rows(job: _Update, only_matched: bool, matched: DataFrame | None = None) -> Any:
+    """The rows of the touched files as the update leaves them (`_new_rows`), written and added;
+    `matched`: the matched rows, read already (the condition is not evaluated again: a
+    non-deterministic one would pick other rows than those marked deleted)."""
     snapshot = job.snapshot
-    rows = read_files(snapshot, job.files, row_tracking=bool(job.hidden), listed=job.touched.listed)
+    if matched is not None:
+        rows, matches = matched, F.lit(True)
+    else:
+        rows = read_files(snapshot, job.files, row_tracking=bool(job.hidden), listed=job.touched.listed)
+        matches = job.matches
     written = write_data_files(
         job.spark,
         snapshot.tableRoot,
         snapshot.schema,
         snapshot.partitionColumns,
         snapshot.configuration,
-        _new_rows(job, rows, job.matches, job.hidden, only_matched),
+        _new_rows(job, rows, matches, job.hidden, only_matched),
         mode=snapshot.columnMappingMode,
         hidden_columns=job.hidden,
     )
@@ -429,14 +436,25 @@ def _copy_on_write(job: _Update) -> None:
 
 def _merge_on_read(job: _Update) -> None:
     """The matched rows marked deleted in each file's (new) DV, as a delete marks them, and their
-    new values written as new files; the files' other rows stay where they are."""
-    matched = read_candidates(job.snapshot, job.files, job.touched.listed).where(job.matches)
+    new values written as new files; the files' other rows stay where they are. The matched rows
+    are read once (positions, values and row tracking columns) and cached for both steps, so that
+    the rows given new values are exactly those marked deleted."""
+    rows = read_files(
+        job.snapshot,
+        job.files.withColumn(FILE_COLUMN, F.col("path")),
+        row_tracking=bool(job.hidden),
+        carry=[FILE_COLUMN],
+        keep_row_index=True,
+        listed=job.touched.listed,
+    )
+    matched = rows.where(job.matches).persist()
+    job.cached.append(matched)
     file_count = job.touched.count("files")
     marking = mark_rows_deleted(
         job.spark, job.storage, job.snapshot, job.txn, job.files, file_count, matched, job.now, job.cached
     )
     marking.record(job.metrics)
-    written = _write_new_rows(job, only_matched=True)
+    written = _write_new_rows(job, only_matched=True, matched=matched)
     log.info(
         "Update of %s: %d row(s) in %d file(s) marked in deletion vectors (%d files emptied), "
         "their new values in %d file(s)",
