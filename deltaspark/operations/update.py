@@ -397,23 +397,24 @@ def _new_rows(
     return complete.drop(MATCHED)
 
 
-def _write_new_rows(job: _Update, only_matched: bool, matched: DataFrame | None = None) -> Any:
-    """The rows of the touched files as the update leaves them (`_new_rows`), written and added;
-    `matched`: the matched rows, read already (the condition is not evaluated again: a
-    non-deterministic one would pick other rows than those marked deleted)."""
+def _write_new_rows(job: _Update, matched: DataFrame | None = None) -> Any:
+    """The touched files' rows as the update leaves them (`_new_rows`), written and added: every
+    row of the files (copy-on-write), or only `matched`, the matched rows read already (the
+    condition is not evaluated again: a non-deterministic one would pick other rows than those
+    marked deleted)."""
     snapshot = job.snapshot
-    if matched is not None:
-        rows, matches = matched, F.lit(True)
-    else:
+    if matched is None:
         rows = read_files(snapshot, job.files, row_tracking=bool(job.hidden), listed=job.touched.listed)
-        matches = job.matches
+        new = _new_rows(job, rows, job.matches, job.hidden, only_matched=False)
+    else:
+        new = _new_rows(job, matched, F.lit(True), job.hidden, only_matched=True)
     written = write_data_files(
         job.spark,
         snapshot.tableRoot,
         snapshot.schema,
         snapshot.partitionColumns,
         snapshot.configuration,
-        _new_rows(job, rows, matches, job.hidden, only_matched),
+        new,
         mode=snapshot.columnMappingMode,
         hidden_columns=job.hidden,
     )
@@ -430,7 +431,7 @@ def _copy_on_write(job: _Update) -> None:
     job.metrics["numRemovedFiles"] = job.touched.count("files")
     job.metrics["numRemovedBytes"] = job.touched.count("bytes")
     job.metrics["numDeletionVectorsRemoved"] = job.touched.count("dvs")
-    written = _write_new_rows(job, only_matched=False)
+    written = _write_new_rows(job)
     job.metrics["numCopiedRows"] = written.rows - job.metrics["numUpdatedRows"]
 
 
@@ -454,7 +455,7 @@ def _merge_on_read(job: _Update) -> None:
         job.spark, job.storage, job.snapshot, job.txn, job.files, file_count, matched, job.now, job.cached
     )
     marking.record(job.metrics)
-    written = _write_new_rows(job, only_matched=True, matched=matched)
+    written = _write_new_rows(job, matched)
     log.info(
         "Update of %s: %d row(s) in %d file(s) marked in deletion vectors (%d files emptied), "
         "their new values in %d file(s)",
