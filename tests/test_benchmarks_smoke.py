@@ -136,7 +136,8 @@ def test_iceberg_runner_smoke(tmp_path):
     assert not (tmp_path / "work" / "iceberg-smoke-v2").exists()
 
 
-@pytest.mark.one_suite("4.x")  # two processes with a Spark session each, and delta-rs: about two minutes
+# two processes with a Spark session each, and delta-rs: about two minutes, in the shorter suite
+@pytest.mark.one_suite("3.5")
 def test_small_work_runner_smoke(tmp_path):
     out = tmp_path / "results.json"
     command = [sys.executable, "-m", "benchmarks.small", "--sessions", "tuned", "--passes", "2"]

@@ -169,11 +169,28 @@ def test_bins_are_packed_as_delta_spark_packs_them():
     assert set(curve.values()) == {0}  # a curve lays out each partition as one group
 
 
-@pytest.mark.parametrize("on_driver", [True, False], ids=["small-log-on-the-driver", "in-tasks"])
-def test_an_optimized_table_compacts_to_nothing_more(spark, tmp_path, on_driver):
+@pytest.mark.parametrize(
+    "on_driver, joined",
+    [(True, False), (True, True), (False, False)],
+    ids=["small-log-on-the-driver", "held-files-joined-with-their-bins", "in-tasks"],
+)
+def test_an_optimized_table_compacts_to_nothing_more(spark, tmp_path, monkeypatch, on_driver, joined):
     """Compaction twice at the same sizes: the second commits nothing (no bin holds more than the
-    maximum, so none is cut again), whether the small log's files are binned on the driver or, with
-    the driver replay off, by Python tasks over each partition's files."""
+    maximum, so none is cut again), whether the small log's files are binned on the driver (their
+    bins named by one SQL map, or, for more than `HELD_MAP_FILES` files, joined with them there)
+    or, with the driver replay off, by Python tasks over each partition's files."""
+    from deltaspark.operations.optimize import bins as bins_module
+
+    held: list[int] = []
+    original_held_frame = bins_module.held_frame
+
+    def counting_held_frame(spark_session, rows, schema):
+        held.append(len(rows))
+        return original_held_frame(spark_session, rows, schema)
+
+    monkeypatch.setattr(bins_module, "held_frame", counting_held_frame)
+    if joined:
+        monkeypatch.setattr(bins_module, "HELD_MAP_FILES", 1)
     path = tmp_path / "t"
     schema = "id long, payload string, part int"
     noise = random.Random(7)  # incompressible payloads: a file's size is its rows', not its footer's
@@ -202,6 +219,7 @@ def test_an_optimized_table_compacts_to_nothing_more(spark, tmp_path, on_driver)
     assert first["numFilesAdded"] == len(bins)
     assert again["numFilesRemoved"] == 0 and again["numFilesAdded"] == 0
     assert table.snapshot().version == version  # nothing committed
+    assert held == ([12] if joined else [])  # the first call's 12 files joined on the driver
     check_table(path)
 
 

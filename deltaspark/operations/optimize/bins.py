@@ -25,9 +25,10 @@ from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, StructField, StructType
 
 from deltaspark.errors import InvalidArgumentError
-from deltaspark.spark_compat import check_python_workers, conf_get, is_local, persist_sized, sql_in
+from deltaspark.spark_compat import check_python_workers, conf_get, held_frame, is_local, persist_sized
 
 MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
 MIN_FILE_SIZE_CONF = "spark.databricks.delta.optimize.minFileSize"
@@ -39,6 +40,7 @@ COMPACTION, ZORDER, PURGE, CLUSTER = "compaction", "zorder", "purge", "cluster"
 CURVE_KINDS = (ZORDER, CLUSTER)  # rows laid out along a curve, one group per partition
 BIN = "__deltaspark_bin"  # the bin (0, 1, ... across the table) a rewritten file belongs to
 PARTITION = "__deltaspark_partition"  # the file's partition values, as one comparable string
+HELD_MAP_FILES = 200  # held files binned by one SQL map up to this many (see `_held_bins`)
 
 
 class BinSizes(NamedTuple):
@@ -199,12 +201,19 @@ def _kept(assigned: Iterator[Any], curve: bool, rows: list[Any]) -> dict[str, in
 
 
 def _held_bins(candidates: DataFrame, kept: dict[str, int]) -> DataFrame | None:
-    """`candidates` held on the driver, narrowed to `kept` with their bin numbers (one SQL map, so
-    the frame stays held); None when a path cannot be written as a plain SQL literal."""
+    """`candidates` held on the driver, narrowed to `kept` with their bin numbers, held too. Up to
+    `HELD_MAP_FILES` files, by one SQL map (Spark folds it into the relation); more are joined with
+    their bins here, since Spark evaluates such a map's literal anew for every row when it folds it
+    (5,000 files: 10 s of planning, 20,000: over three minutes). None when a path cannot be written
+    as a plain SQL literal (few files) - Spark's route bins them."""
+    if not kept:
+        return candidates.where(F.lit(False)).withColumn(BIN, F.lit(None).cast("int"))
+    if len(kept) > HELD_MAP_FILES:
+        rows = [(*r, kept[r["path"]]) for r in candidates.collect() if r["path"] in kept]
+        schema = StructType([*candidates.schema.fields, StructField(BIN, IntegerType())])
+        return held_frame(candidates.sparkSession, rows, schema)
     if any("'" in p or "\\" in p for p in kept):
         return None
-    chosen = candidates.where(sql_in("path", list(kept)))
-    if not kept:
-        return chosen.withColumn(BIN, F.lit(None).cast("int"))
     pairs = ", ".join(f"'{p}', {b}" for p, b in kept.items())
-    return chosen.withColumn(BIN, F.expr(f"element_at(map({pairs}), path)").cast("int"))
+    binned = candidates.withColumn(BIN, F.expr(f"element_at(map({pairs}), path)").cast("int"))
+    return binned.where(F.col(BIN).isNotNull())
