@@ -164,12 +164,10 @@ def spark_plain(spark: Any, workdir: Path, case: str) -> float:
     try:
         if case == "zorder":
             rows = spark.read.parquet(*[str(source / f["path"]) for f in _live(source)])
-        else:
-            rows = spark.read.parquet(str(source))
-        if case == "zorder":
             laid = rows.repartitionByRange(200, "x", "y").sortWithinPartitions("x", "y")
             laid.write.parquet(str(out))
         else:
+            rows = spark.read.parquet(str(source))
             rows.repartition(100, F.col("p")).write.partitionBy("p").parquet(str(out))
     finally:
         spark.conf.unset("spark.sql.files.openCostInBytes")
