@@ -1,9 +1,10 @@
 """A snapshot: the state of a Delta table at one version.
 
-Loading a snapshot runs one small Spark job over the log segment to find the newest `protocol`
-and `metaData` (and the checkpoint's sidecar list); the driver keeps only those. The state
-itself - files, tombstones, transactions, domains - is returned as lazy DataFrames built by
-`replay` and `reconciliation`, so it scales with the cluster, not the driver.
+Loading a snapshot finds the newest `protocol` and `metaData` (and the checkpoint's sidecar
+list) by the first route of `log/protocol_metadata.py` that answers; the driver keeps only those.
+The state itself - files, tombstones, transactions, domains - is returned as lazy DataFrames
+read by the route `log/state_plan.py` chooses for the segment, so it scales with the cluster,
+not the driver. This module validates and assembles; it chooses no route.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ import datetime as dt
 import json
 import logging
 import time
-from functools import cached_property, reduce
+from functools import cached_property
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StructField, StructType
+from pyspark.sql.types import StructField, StructType
 
 from deltaspark.errors import (
     CorruptLogError,
@@ -34,22 +35,16 @@ from deltaspark.features.metadata_checks import check_metadata
 from deltaspark.features.partition_values import ValueSource, partition_fields, typed_partition_values
 from deltaspark.features.protocol import Protocol, check_readable
 from deltaspark.features.schema import drop_void_fields
-from deltaspark.features.stats import conform_parsed_stats, parse_stats_json, stats_schema
+from deltaspark.features.stats import parse_stats_json, stats_schema
 from deltaspark.log import action_schemas as schemas
 from deltaspark.log import driver_replay, protocol_metadata
 from deltaspark.log.checkpoint_check import check_sidecars
 from deltaspark.log.commit_timestamps import MISSING_ICT, InCommitTimestamps, monotonic_file_times
 from deltaspark.log.files import LogFile, LogFileKind
 from deltaspark.log.listing import list_log_files, log_dir_of, plan_segment, table_root_from
-from deltaspark.log.reconciliation import commit_file_of, file_action_rows, newest_per, reconcile_files
-from deltaspark.log.replay import (
-    CORRUPT_LINE,
-    parquet_file_schema,
-    read_checkpoint_actions,
-    read_json_actions,
-)
+from deltaspark.log.reconciliation import newest_per
 from deltaspark.log.segment import LogSegment
-from deltaspark.log.sidecar_reader import read_sidecar_actions
+from deltaspark.log.state_plan import StatePlan
 from deltaspark.read.data_skipping import DEFAULT_STRING_PREFIX_LENGTH, FileFilter
 from deltaspark.read.predicates import from_filter
 from deltaspark.spark_compat import conf_get, spark_version
@@ -59,12 +54,6 @@ from deltaspark.storage import Storage, join_path
 log = logging.getLogger(__name__)
 
 USE_COMPACTIONS_CONF = "spark.deltaspark.replay.useLogCompaction"
-BROADCAST_TAIL_BYTES_CONF = "spark.deltaspark.replay.broadcastTailBytes"
-DEFAULT_BROADCAST_TAIL_BYTES = 128 * 1024 * 1024
-
-
-def _union(left: DataFrame, right: DataFrame) -> DataFrame:
-    return left.unionByName(right)
 
 
 class Snapshot:
@@ -163,154 +152,31 @@ class Snapshot:
         return stats_schema(self._data_fields, mode, True), stats_schema(self._data_fields, mode, False)
 
     @cached_property
-    def _checkpoint_stats_type(self) -> DataType | None:
-        """The type of `add.stats_parsed` as the checkpoint's writer wrote it, from a parquet footer."""
-        checkpoint = self.segment.checkpoint
-        if checkpoint is None:
-            return None
-        candidates = self._sidecars or [f.path for f in checkpoint.files if f.file_format == "parquet"]
-        if not candidates:
-            return None
-        written = parquet_file_schema(self._spark, candidates[0])
-        if "add" not in written.fieldNames():
-            return None
-        add_type = written["add"].dataType
-        if isinstance(add_type, StructType) and "stats_parsed" in add_type.fieldNames():
-            return add_type["stats_parsed"].dataType
-        return None
-
-    def _checkpoint_actions(self, kinds: list[str], include_sidecars: bool) -> DataFrame | None:
-        """Actions of the checkpoint (and its sidecars); `add` rows carry `checkpoint_stats`, the
-        checkpoint's `stats_parsed` (if written) in this table's physical stats layout."""
-        checkpoint = self.segment.checkpoint
-        if checkpoint is None:
-            return None
-        stats_type = self._checkpoint_stats_type if "add" in kinds else None
-        schema = schemas.action_schema(kinds, add_stats_parsed=stats_type)
-        frames = [read_checkpoint_actions(self._spark, checkpoint.files, kinds, checkpoint.version, schema)]
-        if include_sidecars and self._sidecars:
-            frames.append(
-                read_sidecar_actions(
-                    self._spark,
-                    self._sidecars,
-                    schema,
-                    checkpoint.version,
-                    checkpoint.files[0].path,
-                    self._sidecar_sizes,
-                )
-            )
-        keep = ["version", "file", CORRUPT_LINE, *kinds]
-        if "add" in kinds:
-            frames = [self._split_checkpoint_stats(frame, stats_type) for frame in frames]
-            keep.append("checkpoint_stats")
-        return reduce(_union, [frame.select(*keep) for frame in frames])
-
-    def _split_checkpoint_stats(self, frame: DataFrame, written: DataType | None) -> DataFrame:
-        physical = self._stats_schemas[0]
-        add_type = frame.schema["add"].dataType
-        if (
-            written is None
-            or not isinstance(add_type, StructType)
-            or "stats_parsed" not in add_type.fieldNames()
-        ):
-            return frame.withColumn("checkpoint_stats", F.lit(None).cast(physical))
-        return frame.withColumn(
-            "checkpoint_stats", conform_parsed_stats(F.col("add.stats_parsed"), written, physical)
-        ).withColumn("add", F.col("add").dropFields("stats_parsed"))
-
-    def _tail_actions(self, kinds: list[str], select_lines: bool = False) -> DataFrame | None:
-        """The tail's actions of `kinds`; `select_lines` for kinds that are a few lines of a big log
-        (`read_json_actions`: only their lines are parsed)."""
-        files = list(self.segment.tail_files)
-        if not files:
-            return None
-        return read_json_actions(self._spark, files, kinds, select_lines=select_lines)
-
-    def _use_broadcast(self) -> bool:
-        limit = int(conf_get(self._spark, BROADCAST_TAIL_BYTES_CONF, str(DEFAULT_BROADCAST_TAIL_BYTES)))
-        return self.segment.tail_bytes <= limit
-
-    @cached_property
-    def _driver_file_state(self) -> driver_replay.FileState | None:
-        """The reconciled file actions of a small log, replayed on the driver (`driver_replay`)."""
-        if self._sidecars:
-            return None  # V2 checkpoints with sidecars are for big tables
-        dvs = self.protocol.hasFeature("deletionVectors")
-        state = driver_replay.file_state(self._spark, self._storage, self.segment, self.tableRoot, dvs)
-        if state is not None:
-            log.info("Replayed version %d on the driver: %d file actions", self.version, len(state.entries))
-        return state
+    def statePlan(self) -> StatePlan:
+        """Where this version's file actions come from (`log/state_plan.py`): the route, decided
+        once, and the reads it makes."""
+        return StatePlan(
+            self._spark,
+            self._storage,
+            self.tableRoot,
+            self.segment,
+            self._stats_schemas[0],
+            self.protocol.hasFeature("deletionVectors"),
+            self._sidecars,
+            self._sidecar_sizes,
+        )
 
     @property
     def stateBytes(self) -> int:
-        """About the memory the reconciled file actions take: the driver's replay of a small log,
-        or the segment's log files (parquet weighted as it expands, sidecars included). Sizes the
+        """About the memory the reconciled file actions take (`StatePlan.state_bytes`). Sizes the
         caches of file lists (`spark_compat.persist_sized`), so a small table's stay small."""
-        state = self._driver_file_state
-        if state is not None:
-            return state.chars
-        sidecars = sum(size or 0 for size in self._sidecar_sizes or ())
-        files = [
-            *(self.segment.checkpoint.files if self.segment.checkpoint else ()),
-            *self.segment.tail_files,
-        ]
-        return driver_replay.weighted_bytes(files) + sidecars * driver_replay.PARQUET_WEIGHT
-
-    @cached_property
-    def _driver_replayed_rows(self) -> DataFrame | None:
-        """`_reconciled_file_rows` of a small log, replayed on the driver (`driver_replay`)."""
-        state = self._driver_file_state
-        if state is None:
-            return None
-        return driver_replay.reconciled_frame(self._spark, state, self._stats_schemas[0])
-
-    def _reconciled_file_rows(self, partitions: int | None = None) -> DataFrame:
-        """Every live logical file (`is_add`) and tombstone (`not is_add`), unexpired or not;
-        `partitions`: the shuffle count of a plan that ranks the whole state (`reconcile_files`)."""
-        replayed = self._driver_replayed_rows
-        if replayed is not None:
-            return replayed
-        physical_stats = self._stats_schemas[0]
-        checkpoint = self._checkpoint_actions(["add", "remove"], include_sidecars=True)
-        tail = self._tail_actions(["add", "remove"])
-        dvs = self.protocol.hasFeature("deletionVectors")
-        checkpoint_rows = (
-            file_action_rows(checkpoint, self.tableRoot, [F.col("checkpoint_stats")], dvs)
-            if checkpoint is not None
-            else None
-        )
-        tail_rows = (
-            file_action_rows(
-                tail, self.tableRoot, [F.lit(None).cast(physical_stats).alias("checkpoint_stats")], dvs
-            )
-            if tail is not None
-            else None
-        )
-        broadcast = self._use_broadcast()
-        log.info(
-            "Replaying version %d: checkpoint %s, %d JSON files (%d bytes) on top, %s plan",
-            self.version,
-            self.segment.checkpoint.version if self.segment.checkpoint else None,
-            len(self.segment.tail_files),
-            self.segment.tail_bytes,
-            "broadcast" if broadcast and checkpoint_rows is not None and tail_rows is not None else "union",
-        )
-        root = self.tableRoot
-        return reconcile_files(
-            checkpoint_rows,
-            tail_rows,
-            broadcast,
-            dvs,
-            partitions,
-            table_root=root,
-            log_file_of=self._log_file_of,
-        )
+        return self.statePlan.state_bytes
 
     # ---- the state, as DataFrames ----------------------------------------------------------------
     def fileActions(self) -> DataFrame:
         """The reconciled `add` and `remove` actions, unparsed: `version, is_add, path_key, dv_id,
         add, remove, checkpoint_stats` (audits and checkpoints work on them as logged)."""
-        return self._reconciled_file_rows()
+        return self.statePlan.reconciled()
 
     def parsedStats(self) -> Column:
         """`stats_parsed` (logical names) of `fileActions()` rows: the checkpoint's parsed stats, or
@@ -323,7 +189,7 @@ class Snapshot:
     def smallActions(self, kind: str) -> DataFrame:
         """Every action of one non-file kind (`txn`, `domainMetadata`, ...) in the segment, with its
         version; not reconciled."""
-        return self._small_actions(kind)
+        return self.statePlan.small_actions(kind)
 
     @eager
     def files(self, filter: Any = None) -> DataFrame:  # noqa: A002 - PySpark's own name for it
@@ -368,7 +234,7 @@ class Snapshot:
         # A small table's live files, partition values and row tracking fields are listed from the
         # driver's state, without the file list's frame (a filter prunes in Spark, by the frame).
         # The frame is built only if the read needs it after all.
-        state = self._driver_file_state if filter is None else None
+        state = self.statePlan.held if filter is None else None
         if state is not None:
             listed = driver_replay.listed_adds(state)
             return read_files(self, self.files, row_tracking=rowTracking, listed=listed)
@@ -378,7 +244,7 @@ class Snapshot:
     def _all_files(self) -> DataFrame:
         mode = self.columnMappingMode
         fields = partition_fields(drop_void_fields(self.schema), self.metadata.partitionColumns)
-        rows = self._reconciled_file_rows().where("is_add")
+        rows = self.statePlan.reconciled().where("is_add")
         # Stats kept only as a struct are rendered as JSON the way Delta writes them (UTC, `Z`).
         utc = {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX", "timeZone": "UTC"}
         stats_json = F.coalesce(F.col("add.stats"), F.to_json("checkpoint_stats", utc))
@@ -415,25 +281,13 @@ class Snapshot:
         self._resolve_filter(filter)
         return self._file_filter().keep(from_filter(filter))
 
-    def _log_file_of(self, version: Column) -> Column:
-        """The log file an action of a reconciled row came from, for error messages: the commit
-        (or log compaction) of its version, or the checkpoint."""
-        name = commit_file_of(self.tableRoot)(version)
-        for compaction in self.segment.compactions:
-            name = F.when(version == F.lit(compaction.version), F.lit(compaction.path)).otherwise(name)
-        checkpoint = self.segment.checkpoint
-        if checkpoint is not None:
-            where = checkpoint.files[0].path + (" (or one of its sidecars)" if self._sidecars else "")
-            name = F.when(version <= F.lit(checkpoint.version), F.lit(where)).otherwise(name)
-        return name
-
     def _value_source(self) -> ValueSource:
         """Where a reconciled `add` row's partition values come from (for parse errors)."""
-        return ValueSource(self._log_file_of(F.col("version")), F.col("add.path"))
+        return ValueSource(self.statePlan.log_file_of(F.col("version")), F.col("add.path"))
 
     def tombstones(self, includeExpired: bool = False) -> DataFrame:
         """Reconciled `remove` actions that have not expired (per `delta.deletedFileRetentionDuration`)."""
-        rows = self._reconciled_file_rows().where(~F.col("is_add"))
+        rows = self.statePlan.reconciled().where(~F.col("is_add"))
         removes = rows.select(*[F.col(f"remove.{name}").alias(name) for name in schemas.REMOVE.fieldNames()])
         if includeExpired:
             return removes
@@ -447,16 +301,10 @@ class Snapshot:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         return now - parse_interval_ms(retention)
 
-    def _small_actions(self, kind: str) -> DataFrame:
-        """All actions of one non-file kind (txn, domainMetadata, ...) in the segment, with versions."""
-        sources = (self._checkpoint_actions([kind], False), self._tail_actions([kind], select_lines=True))
-        frames = [f.select("version", kind, CORRUPT_LINE) for f in sources if f is not None]
-        return reduce(_union, frames)
-
     def transactions(self) -> DataFrame:
         """The newest `txn` per `appId` (application transaction identifiers), minus those expired
         by `delta.setTransactionRetentionDuration` when it is set."""
-        txns = newest_per(self._small_actions("txn"), "txn", "appId").select("txn.*")
+        txns = newest_per(self.statePlan.small_actions("txn"), "txn", "appId").select("txn.*")
         retention = self.metadata.configuration.get("delta.setTransactionRetentionDuration")
         if retention:
             cutoff = int(time.time() * 1000) - parse_interval_ms(retention)
@@ -509,7 +357,7 @@ class Snapshot:
 
     def domainMetadata(self) -> DataFrame:
         """The newest `domainMetadata` per domain, without removed domains."""
-        domains = newest_per(self._small_actions("domainMetadata"), "domainMetadata", "domain")
+        domains = newest_per(self.statePlan.small_actions("domainMetadata"), "domainMetadata", "domain")
         return domains.select("domainMetadata.*").where(~F.coalesce(F.col("removed"), F.lit(False)))
 
     @cached_property
@@ -525,7 +373,7 @@ class Snapshot:
                 value = None
             if value is not None:
                 marks.append(int(value))
-        legacy = self._small_actions("rowIdHighWaterMark").agg(
+        legacy = self.statePlan.small_actions("rowIdHighWaterMark").agg(
             F.max_by("rowIdHighWaterMark.highWaterMark", "version").alias("mark")
         )
         row = legacy.first()

@@ -306,7 +306,7 @@ def test_what_the_driver_cannot_write_as_spark_would_is_left_to_spark(spark, log
     _rich_small_log(log, extra)
     driver_replay.clear_cache()
     snapshot = DeltaTable.forPath(spark, log.path).snapshot()
-    assert snapshot._driver_file_state is not None  # the file actions are still the driver's
+    assert snapshot.statePlan.held is not None  # the file actions are still the driver's
     result, jobs = _checkpoint_jobs(spark, log.path, f"left-to-spark-{case}")
     assert jobs and result.version == 2
     kinds = _by_kind(_rows(log.log / "00000000000000000002.checkpoint.parquet"))
@@ -450,7 +450,7 @@ def test_txns_and_domains_are_counted_by_the_driver_replay_and_kept(spark, log, 
     driver_replay.clear_cache()  # the checkpoint's part is read, not a state held from before it
 
     snapshot = DeltaTable.forPath(spark, log.path).snapshot()
-    state = snapshot._driver_file_state
+    state = snapshot.statePlan.held
     assert state is not None and (where == "checkpoint") == (snapshot.segment.checkpoint is not None)
     expected = 0 if where == "nowhere" else 1
     assert state.counted.get("txn", 0) == expected and state.counted.get("domainMetadata", 0) == expected

@@ -164,7 +164,7 @@ def check_against_independent_readers(spark, conformance: Path, name: str) -> No
 def _replays_agree(spark, table_dir: Path, snap) -> None:
     """A log the driver replays (small, no sidecars) gives the reconciled actions of Spark's replay,
     field for field: the same rows in the same order of fields."""
-    if snap._driver_replayed_rows is None:
+    if snap.statePlan.held_rows is None:
         return
     columns = ["version", "is_add", "path_key", "dv_id", "add", "remove", "checkpoint_stats"]
 

@@ -246,7 +246,7 @@ def test_sidecar_of_another_size_is_passed_over(spark, conformance, tmp_path):
 def test_sidecar_with_damaged_pages_is_named_with_its_checkpoint(spark, conformance, tmp_path):
     table = copy_table(conformance, "v2-checkpoints-parquet-with-sidecars", tmp_path)
     snap = DeltaTable.forPath(spark, str(table)).snapshot()
-    (sidecar,) = [Path(p.split(":", 1)[1]).name for p in snap._sidecars][:1]
+    (sidecar,) = [Path(p.split(":", 1)[1]).name for p in snap.statePlan.sidecars][:1]
     damage.damage_pages(table / "_delta_log" / "_sidecars" / sidecar)
     snap = DeltaTable.forPath(spark, str(table)).snapshot()  # the size is right: the load uses it
     with pytest.raises(

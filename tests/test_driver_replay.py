@@ -39,7 +39,7 @@ def spark_answer(spark, table_path: str, version: int | None = None):
     spark.conf.set(DRIVER_REPLAY_CONF, "0")
     try:
         snap = DeltaTable.forPath(spark, table_path).snapshot(version=version)
-        assert snap._driver_replayed_rows is None
+        assert snap.statePlan.held_rows is None
         return _rows_json(snap.fileActions())
     except Exception as exc:  # noqa: BLE001 - compared with the driver's outcome below
         return type(exc)
@@ -51,7 +51,7 @@ def driver_answer(spark, table_path: str, version: int | None = None):
     """(whether the driver replayed it, the reconciled actions or the error type)."""
     try:
         snap = DeltaTable.forPath(spark, table_path).snapshot(version=version)
-        return snap._driver_replayed_rows is not None, _rows_json(snap.fileActions())
+        return snap.statePlan.held_rows is not None, _rows_json(snap.fileActions())
     except Exception as exc:  # noqa: BLE001
         return False, type(exc)
 
@@ -153,7 +153,7 @@ def test_listed_adds_are_the_rows_a_read_collects_from_the_frame(spark, log):
         )
         .collect()
     )
-    listed = driver_replay.listed_adds(snap._driver_file_state)
+    listed = driver_replay.listed_adds(snap.statePlan.held)
     read = [{name: r[name] for name in collected[0].__fields__} for r in listed]
     assert [Row(**r).asDict(recursive=True) for r in read] == [r.asDict(recursive=True) for r in collected]
     assert {r["path"] for r in listed} == {"a", "b%20c", "d"} and sum(r["hasDv"] for r in listed) == 1
@@ -184,13 +184,13 @@ def test_a_small_read_builds_the_file_list_frame_only_when_it_needs_it(spark, tm
     write(spark.range(10).selectExpr("id", "id % 2 as p"), partitioned, partitionBy=["p"])
     snap = DeltaTable.forPath(spark, plain).snapshot()
     assert sorted(r["id"] for r in snap.toDF().collect()) == list(range(10))
-    assert "_driver_replayed_rows" not in vars(snap)  # listed from the driver's state alone
+    assert "held_rows" not in vars(snap.statePlan)  # listed from the driver's state alone
     snap = DeltaTable.forPath(spark, partitioned).snapshot()
     assert sorted((r["id"], r["p"]) for r in snap.toDF().collect()) == [(i, i % 2) for i in range(10)]
-    assert "_driver_replayed_rows" not in vars(snap)  # partition values from the driver's state too
+    assert "held_rows" not in vars(snap.statePlan)  # partition values from the driver's state too
     snap = DeltaTable.forPath(spark, plain).snapshot()
     assert sorted(r["id"] for r in snap.toDF("id > 6").collect()) == [7, 8, 9]  # a filter prunes in Spark
-    assert vars(snap)["_driver_replayed_rows"] is not None
+    assert vars(snap.statePlan)["held_rows"] is not None
 
 
 def test_small_reads_run_no_replay_job(spark, tmp_path):
@@ -371,7 +371,7 @@ def test_a_corrupt_line_is_named_by_the_spark_path(spark, log):
         '{"add": {\n{"add": {"path": "b", "size": 1, "modificationTime": 1, "dataChange": true}}\n',
     )
     snap = DeltaTable.forPath(spark, log.path).snapshot()
-    assert snap._driver_replayed_rows is None
+    assert snap.statePlan.held_rows is None
     with pytest.raises(CorruptLogError, match="00000000000000000001.json"):
         snap.summary()
 

@@ -28,9 +28,9 @@ def replayed_where_expected(snap) -> None:
     expected = (
         snap._spark.conf.get(DRIVER_REPLAY_CONF, None) != "0"
         and snap._storage.direct_reads
-        and not snap._sidecars
+        and not snap.statePlan.sidecars
     )
-    assert (snap._driver_replayed_rows is not None) is expected
+    assert (snap.statePlan.held_rows is not None) is expected
 
 
 def live(snap) -> list[tuple[str, str | None]]:
@@ -450,7 +450,7 @@ def test_v2_checkpoint_with_sidecars(spark, log, fmt, replay):
     log.v2_checkpoint(1, [v2, metadata(), txn("app", 4)], [[add("b"), remove("a", NOW)], [add("c")]], fmt=fmt)
     log.commit(2, add("d"))
     snap = table(spark, log)
-    assert snap.segment.checkpoint.is_v2_named and len(snap._sidecars) == 2
+    assert snap.segment.checkpoint.is_v2_named and len(snap.statePlan.sidecars) == 2
     assert live(snap) == [("b", None), ("c", None), ("d", None)]
     assert tombs(snap) == [("a", None)]
     assert [(r["appId"], r["version"]) for r in snap.transactions().collect()] == [("app", 4)]
@@ -663,3 +663,34 @@ def test_a_file_list_builds_no_canonical_path(spark, log, plan):
         assert set(exchanges) == {"join_key"} and (plan == "broadcast" or len(exchanges) == 1), text
         assert "path_key" in snap.fileActions().columns
         assert live(snap) == [("b", None), ("c", None)]
+
+
+@pytest.mark.one_suite("3.5")  # the choice is Python's; every route runs in both suites' other tests
+def test_the_state_plan_chooses_one_route_per_snapshot(spark, log):
+    """`log/state_plan.py` chooses the file state's route once per snapshot, from the segment's
+    shape and the session's settings; every route gives the same files, and a setting changed
+    after the choice does not switch a snapshot's plan halfway."""
+    log.commit(0, protocol(), metadata(), add("a"), add("b"))
+    log.commit(1, remove("a", NOW), add("c"))
+    expected = [("b", None), ("c", None)]
+    for plan, route in (("driver", "driver"), ("json-only", "tail")):
+        with replay_plan(spark, plan):
+            snap = table(spark, log)
+            assert snap.statePlan.route == route and live(snap) == expected
+    log.classic_checkpoint(1, [protocol(), metadata(), add("b"), add("c"), remove("a", NOW)])
+    with replay_plan(spark, "union"):
+        snap = table(spark, log)
+        assert snap.statePlan.route == "checkpoint" and live(snap) == expected
+        plan = snap.files()._jdf.queryExecution().executedPlan().toString()
+        assert "Exchange" not in plan, plan  # a checkpoint is reconciled as written: no shuffle
+    log.commit(2, remove("b", NOW), add("d"))
+    expected = [("c", None), ("d", None)]
+    for plan in ("broadcast", "union"):
+        with replay_plan(spark, plan):
+            snap = table(spark, log)
+            assert snap.statePlan.route == plan and live(snap) == expected
+            other = "0" if plan == "broadcast" else str(1 << 40)
+            spark.conf.set("spark.deltaspark.replay.broadcastTailBytes", other)
+            text = snap.files()._jdf.queryExecution().executedPlan().toString()
+            assert snap.statePlan.route == plan and ("LeftAnti" in text) is (plan == "broadcast"), text
+            assert live(snap) == expected

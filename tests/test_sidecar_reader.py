@@ -25,20 +25,19 @@ def _rows(frame) -> list:
 
 @pytest.mark.parametrize("name", SIDECAR_TABLES)
 def test_sidecars_read_as_sparks_reader_reads_them(spark, conformance, name, monkeypatch):
-    snap = DeltaTable.forPath(spark, str(conformance / name)).snapshot()
-    checkpoint = snap.segment.checkpoint
-    assert snap._sidecars, "the table is meant to have sidecars"
-    schema = action_schema(["add", "remove"], add_stats_parsed=snap._checkpoint_stats_type)
-    spark_rows = _rows(read_parquet_actions(spark, snap._sidecars, schema, checkpoint.version))
-    ours = read_sidecar_actions(spark, snap._sidecars, schema, checkpoint.version, checkpoint.files[0].path)
-    assert ours.schema == read_parquet_actions(spark, snap._sidecars, schema, checkpoint.version).schema
+    plan = DeltaTable.forPath(spark, str(conformance / name)).snapshot().statePlan
+    checkpoint, sidecars = plan.segment.checkpoint, plan.sidecars
+    assert sidecars, "the table is meant to have sidecars"
+    schema = action_schema(["add", "remove"], add_stats_parsed=plan.checkpoint_stats_type)
+    spark_rows = _rows(read_parquet_actions(spark, sidecars, schema, checkpoint.version))
+    first = checkpoint.files[0].path
+    ours = read_sidecar_actions(spark, sidecars, schema, checkpoint.version, first)
+    assert ours.schema == read_parquet_actions(spark, sidecars, schema, checkpoint.version).schema
     assert _rows(ours) == spark_rows and len(spark_rows) > 0
     # A sidecar too big for one `binaryFile` value is read by Spark's reader: the same rows.
     monkeypatch.setattr(sidecar_reader, "MAX_SIDECAR_BYTES", 0)
-    sizes = [Path(p.split(":", 1)[1]).stat().st_size for p in snap._sidecars]
-    routed = read_sidecar_actions(
-        spark, snap._sidecars, schema, checkpoint.version, checkpoint.files[0].path, sizes
-    )
+    sizes = [Path(p.split(":", 1)[1]).stat().st_size for p in sidecars]
+    routed = read_sidecar_actions(spark, sidecars, schema, checkpoint.version, first, sizes)
     assert _rows(routed) == spark_rows
 
 

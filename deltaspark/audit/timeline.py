@@ -253,7 +253,7 @@ class Timeline:
         events: list[tuple[int, bool, tuple[str, str], str]] = []
         base = self.base_snapshot
         if base is not None:
-            state = base._driver_file_state
+            state = base.statePlan.held
             if state is None:
                 return None
             events += [(v, is_add, key, action) for key, (v, is_add, action) in state.entries.items()]

@@ -1,6 +1,6 @@
 """Writing checkpoints ("Checkpoints", "Checkpoint Specs", "Checkpoint Naming Scheme") as Spark jobs.
 
-The reconciled state of a snapshot is a DataFrame (`Snapshot._reconciled_file_rows`); it is shaped
+The reconciled state of a snapshot is a DataFrame (`StatePlan.reconciled`); it is shaped
 into the protocol's checkpoint schema and written by Spark's parquet writer, one file per task. The
 driver never holds the state: it holds the protocol, the metadata, counts, and file names.
 
@@ -309,7 +309,7 @@ def _remove_action() -> Column:
 def _checkpointed_rows(snapshot: Snapshot, partitions: int | None = None) -> DataFrame:
     """The reconciled rows a checkpoint keeps: live files and unexpired tombstones."""
     cutoff = snapshot.tombstoneRetentionCutoffMs()
-    rows = snapshot._reconciled_file_rows(partitions)
+    rows = snapshot.statePlan.reconciled(partitions)
     return rows.where(
         F.col("is_add") | (F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0)) > F.lit(cutoff))
     )
@@ -331,7 +331,7 @@ def _size(snapshot: Snapshot) -> dict[str, int]:
     exactly would be one more replay of the log, so the actions in the segment's files are counted
     instead, without parsing any (`count_actions_bound`).
     """
-    state = snapshot._driver_file_state
+    state = snapshot.statePlan.held
     if state is not None:
         small = {kind: state.counted.get(kind, 0) for kind in ("txn", "domainMetadata")}
         return {"file_actions": state.checkpointed(snapshot.tombstoneRetentionCutoffMs()), **small}
@@ -339,7 +339,7 @@ def _size(snapshot: Snapshot) -> dict[str, int]:
     files: list[Any] = list(segment.tail_files)
     if segment.checkpoint is not None:
         files += segment.checkpoint.files
-    files += snapshot._sidecars or []
+    files += snapshot.statePlan.sidecars
     bounds = count_actions_bound(snapshot._spark, files, ["txn", "domainMetadata"])
     return {**bounds, "file_actions": bounds["actions"]}
 
@@ -674,7 +674,7 @@ def _written_on_driver(
 ) -> bool:
     """Write a small state's classic checkpoint on the driver (`driver_checkpoint`) and publish
     it as the Spark route does; False (nothing written) when it is the Spark route's to write."""
-    state = snapshot._driver_file_state
+    state = snapshot.statePlan.held
     if state is None or plan.write_stats_struct or not snapshot._storage.direct_reads:
         return False
     directory = join_path(staging, "checkpoint")

@@ -624,7 +624,7 @@ def _held_entries(
         for r in listed
     ]
     held = held_frame(snapshot._spark, rows, ENTRIES_SCHEMA + ", _entry_hash long")
-    source = ValueSource(snapshot._log_file_of(F.col("version")), F.col("path"))
+    source = ValueSource(snapshot.statePlan.log_file_of(F.col("version")), F.col("path"))
     partition = typed_partition_values(
         F.from_json("partitionValues", "map<string,string>"), reader.partition_fields, reader.mode, source
     )
