@@ -95,10 +95,11 @@ def spark():
 
 DRIVER_REPLAY_CONF = "spark.deltaspark.replay.driverMaxBytes"
 DRIVER_DV_CONF = "spark.deltaspark.read.driverDeletedRows"
+DRIVER_DV_WRITE_CONF = "spark.deltaspark.write.driverDeletionVectorBytes"
 
 
 def _spark_only(spark, on: bool) -> None:
-    for key in (DRIVER_REPLAY_CONF, DRIVER_DV_CONF):
+    for key in (DRIVER_REPLAY_CONF, DRIVER_DV_CONF, DRIVER_DV_WRITE_CONF):
         if on:
             spark.conf.set(key, "0")
         else:
@@ -124,8 +125,8 @@ def replay_plan(spark, plan: str) -> Iterator[str]:
 
 @pytest.fixture
 def spark_replay(spark):
-    """Small logs replayed and deletion vectors decoded by Spark jobs, as big ones are (the
-    driver-side shortcuts for small reads are turned off)."""
+    """Small logs replayed and deletion vectors decoded and written by Spark jobs, as big ones
+    are (the driver-side shortcuts for small reads and writes are turned off)."""
     _spark_only(spark, True)
     yield "spark"
     _spark_only(spark, False)
@@ -133,8 +134,8 @@ def spark_replay(spark):
 
 @pytest.fixture(params=["driver", "spark"])
 def replay(request, spark):
-    """Run a test both ways: small logs replayed and deletion vectors decoded on the driver, and
-    by Spark jobs only."""
+    """Run a test both ways: small logs replayed and deletion vectors decoded and written on the
+    driver, and by Spark jobs only."""
     _spark_only(spark, request.param == "spark")
     yield request.param
     _spark_only(spark, False)

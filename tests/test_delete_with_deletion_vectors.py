@@ -8,6 +8,7 @@ plain-Python reader (`reference_rows`); `writer_rules` checks each DV's bytes ag
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -40,7 +41,10 @@ def _commit(path: Path, version: int) -> list[dict]:
     return [json.loads(line) for line in lines]
 
 
-def test_deletes_mark_rows_in_deletion_vectors(spark, tmp_path):
+def test_deletes_mark_rows_in_deletion_vectors(spark, tmp_path, replay, caplog):
+    """With `replay="spark"` the DV files are staged by Spark's writers and decoded by the JVM;
+    otherwise the driver writes them (one job collects them with their descriptors)."""
+    caplog.set_level(logging.INFO, "deltaspark.operations.deletion_vector_writer")
     path = tmp_path / "t"
     rows = spark.range(0, 20).selectExpr("id", "cast(id % 3 as string) AS p").coalesce(1)
     write(rows, str(path), partitionBy=["p"], properties={"delta.enableDeletionVectors": "true"})
@@ -48,6 +52,8 @@ def test_deletes_mark_rows_in_deletion_vectors(spark, tmp_path):
     paths_before = sorted(r["path"] for r in table.snapshot().files().collect())
 
     first = table.delete("id % 4 = 0")  # 0, 12 | 4, 16 | 8: one DV in each partition's file
+    routes = [r.getMessage().endswith("from the driver") for r in caplog.records if "Wrote" in r.getMessage()]
+    assert routes == [replay == "driver"]
     m = first.metrics
     assert (m["numDeletionVectorsAdded"], m["numDeletionVectorsUpdated"], m["numDeletionVectorsRemoved"]) == (
         3,
@@ -174,3 +180,46 @@ def test_deletes_and_updates_through_the_distributed_reader(spark, tmp_path):
     assert rows == expected
     assert _delta_rs_ids(path) == [r[0] for r in expected]
     check_table(path)
+
+
+@pytest.mark.one_suite("3.5")  # which route a file takes is decided in Python, the same on every Spark
+def test_files_without_a_row_count_are_rewritten_not_given_deletion_vectors(spark, tmp_path):
+    """A DV needs its file's `numRecords`: a file logged without statistics is rewritten by
+    DELETE and UPDATE alike (copy-on-write), and the table reads as if DVs had been written."""
+    path = tmp_path / "t"
+    write(spark.range(0, 10, 1, 2), str(path), properties={"delta.enableDeletionVectors": "true"})  # 0-4, 5-9
+    first = path / "_delta_log" / f"{0:020d}.json"
+    actions = [json.loads(line) for line in first.read_text().splitlines()]
+    for action in actions:
+        action.get("add", {}).pop("stats", None)
+    first.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    for crc in path.glob("_delta_log/*.crc"):
+        crc.unlink()  # the checksum lists the files as first written
+    table = DeltaTable.forPath(spark, str(path))
+    deleted = table.delete("id = 3")
+    updated = table.update("id = 5", {"id": "id * 10"})
+    for result in (deleted, updated):
+        m = result.metrics
+        assert (m["numRemovedFiles"], m["numAddedFiles"], m["numDeletionVectorsAdded"]) == (1, 1, 0), m
+    assert _ids(table) == [0, 1, 2, 4, 6, 7, 8, 9, 50] == _delta_rs_ids(path)
+    assert not list(path.glob("deletion_vector_*.bin"))
+
+
+@pytest.mark.parametrize(
+    "records, deleted",
+    [
+        (1, [0]),
+        (70_000, range(70_000)),  # every row: full containers, then a partial one
+        (200_000, range(0, 200_000, 2)),  # every other row: bitmap containers
+        (1_000_000, range(0, 1_000_000, 65_536)),  # one row in each of 16 containers
+        (131_073, [0, 65_536, 131_072]),
+    ],
+)
+def test_the_driver_route_bounds_the_bytes_of_a_deletion_vector(records, deleted):
+    """The driver writes DV files only when `dv_bytes_bound` of the candidates is small: the bound
+    must hold for any rows a DV can delete (one bit a row, plus a container's 8 KiB a file)."""
+    from deltaspark.features.dv_codec import encode_bitmap, frame
+    from deltaspark.operations.deletion_vector_writer import dv_bytes_bound
+
+    framed = len(frame(encode_bitmap(list(deleted))))
+    assert framed <= dv_bytes_bound(1, records), (framed, dv_bytes_bound(1, records))

@@ -350,11 +350,13 @@ def dv_file_encoder(write_id: str, prefix: str = ""):  # noqa: ANN201 - a mapInA
     """The `mapInArrow` body that writes DVs: one DV file per task.
 
     Input rows (sorted by `key` within the task): `key` (the data file's canonical path), `rows`
-    (array of deleted row indexes: the old DV's and the new ones), `stats`, `numRecords`. Output:
-    one row per data file with its descriptor (`pathOrInlineDv`, `offset`, `sizeInBytes`,
-    `cardinality`) and its stats with wide bounds, then one row per task with `key` null holding
-    the DV file (`content`, base64) and its `fileSize`. The file's UUID is derived from `write_id`
-    and the task's first key, so a recomputed task writes the same bytes under the same name.
+    (array of deleted row indexes: the old DV's and the new ones), `stats`, `numRecords` and
+    optionally `oldCardinality`. Output: one row per data file with its descriptor
+    (`pathOrInlineDv`, `offset`, `sizeInBytes`, `cardinality`), the rows it deletes beyond
+    `oldCardinality` (`newlyDeleted`; all of them without that column) and its stats with wide
+    bounds, then one row per task with `key` null holding the DV file (`content`, base64) and its
+    `fileSize`. The file's UUID is derived from `write_id` and the task's first key, so a
+    recomputed task writes the same bytes under the same name.
     """
 
     def encode(batches):  # noqa: ANN001, ANN202
@@ -371,6 +373,7 @@ def dv_file_encoder(write_id: str, prefix: str = ""):  # noqa: ANN201 - a mapInA
                 ("offset", pa.int32()),
                 ("sizeInBytes", pa.int32()),
                 ("cardinality", pa.int64()),
+                ("newlyDeleted", pa.int64()),
                 ("stats", pa.string()),
                 ("content", pa.string()),
                 ("fileSize", pa.int64()),
@@ -384,6 +387,8 @@ def dv_file_encoder(write_id: str, prefix: str = ""):  # noqa: ANN201 - a mapInA
             rows = batch.column("rows")
             stats = batch.column("stats").to_pylist()
             counts = batch.column("numRecords").to_pylist()
+            names = batch.schema.names
+            olds = batch.column("oldCardinality").to_pylist() if "oldCardinality" in names else None
             for i, key in enumerate(keys):
                 if file_id is None:
                     file_id = uuid.uuid5(uuid.NAMESPACE_URL, f"deltaspark-dv:{write_id}:{key}")
@@ -401,6 +406,7 @@ def dv_file_encoder(write_id: str, prefix: str = ""):  # noqa: ANN201 - a mapInA
                 columns["offset"].append(len(body))
                 columns["sizeInBytes"].append(len(data))
                 columns["cardinality"].append(len(bitmap))
+                columns["newlyDeleted"].append(len(bitmap) - ((olds[i] or 0) if olds is not None else 0))
                 columns["stats"].append(wide_bounds(stats[i]))
                 columns["content"].append(None)
                 columns["fileSize"].append(None)
@@ -415,6 +421,7 @@ def dv_file_encoder(write_id: str, prefix: str = ""):  # noqa: ANN201 - a mapInA
                     "offset": [None],
                     "sizeInBytes": [None],
                     "cardinality": [None],
+                    "newlyDeleted": [None],
                     "stats": [None],
                     "content": [base64.b64encode(bytes(body)).decode("ascii")],
                     "fileSize": [len(body)],

@@ -144,12 +144,16 @@ def delete(
             frame.unpersist()
 
 
-def read_candidates(snapshot: Snapshot, files: DataFrame, listed: list[Any] | None = None) -> DataFrame:
-    """The rows of `files` (existing DVs applied), each with its position and its file's path;
-    `listed` as `read_files` takes it (then small files are read in one task)."""
+def read_candidates(
+    snapshot: Snapshot, files: DataFrame, listed: list[Any] | None = None, row_tracking: bool = False
+) -> DataFrame:
+    """The rows of `files` (existing DVs applied), each with its position and its file's path
+    (and `_metadata.row_id`/`row_commit_version` with `row_tracking`); `listed` as `read_files`
+    takes it (then small files are read in one task)."""
     rows = read_files(
         snapshot,
         files.withColumn(FILE_COLUMN, F.col("path")),
+        row_tracking=row_tracking,
         carry=[FILE_COLUMN],
         keep_row_index=True,
         listed=listed,
@@ -169,11 +173,16 @@ def touched_files(
     that `matches`, with the number of such rows (`matched`, among their totals): one read of the
     candidates. Candidates held on the driver (a small log's) stay there: each file's count is
     collected and the touched ones picked from them (`FileSet.among`)."""
-    per_file = (
-        read_candidates(snapshot, files, listed)
-        .where(matches)
-        .groupBy(F.col(FILE_COLUMN).alias("__touched"))
-        .agg(F.count(F.lit(1)).alias("__matched"))
+    return files_of(snapshot, files, read_candidates(snapshot, files, listed).where(matches), now, cached)
+
+
+def files_of(
+    snapshot: Snapshot, files: DataFrame, matched: DataFrame, now: int, cached: list[Any]
+) -> FileSet:
+    """The `files` holding one of the `matched` rows (`read_candidates` rows), with the number of
+    such rows (`matched`, among their totals)."""
+    per_file = matched.groupBy(F.col(FILE_COLUMN).alias("__touched")).agg(
+        F.count(F.lit(1)).alias("__matched")
     )
     return FileSet.among(files, per_file, now, cached, snapshot.stateBytes)
 
@@ -209,12 +218,14 @@ def mark_rows_deleted(
     matched: DataFrame,
     now: int,
     cached: list[Any],
+    records: int | None = None,
 ) -> DvMarking:
     """Mark `matched` rows (of `read_candidates(snapshot, files)`) deleted: a new DV per file holding
     one (its old deleted rows kept), the file removed and added back with it, or removed alone when
     every row is then deleted. Nothing is added to `txn` when no file changes. The new descriptors
     stay cached (in `cached`, for the caller to unpersist after the commit): computing them again
-    would write the DV files again."""
+    would write the DV files again. `records`: the rows of `files` in all (their totals), which
+    lets the driver write few DV files itself (`write_deletion_vectors`)."""
     update = write_deletion_vectors(
         spark,
         storage,
@@ -222,6 +233,7 @@ def mark_rows_deleted(
         files,
         matched.select(F.col(FILE_COLUMN).alias("path"), F.col("_row_index").alias("row_index")),
         file_count,
+        records,
     )
     cached.append(update)
     new = update.descriptors.select(
@@ -274,8 +286,9 @@ def _mark_deleted(
 ) -> DataFrame | None:
     """Deletion vectors for the files holding matching rows; returns the deleted rows (for CDF)."""
     matched = read_candidates(snapshot, candidates.frame, candidates.listed).where(matches)
+    files, records = candidates.count("files"), candidates.records()
     marking = mark_rows_deleted(
-        spark, storage, snapshot, txn, candidates.frame, candidates.count("files"), matched, now, cached
+        spark, storage, snapshot, txn, candidates.frame, files, matched, now, cached, records
     )
     if not marking.changed_files:
         return None

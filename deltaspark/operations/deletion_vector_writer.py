@@ -3,28 +3,33 @@
 Given the rows a DML operation deletes (data file and row index), the bitmaps are built on the
 executors: each file's new deleted rows are merged with the rows its current DV already deletes,
 and each Spark task writes one DV file in the protocol's format ("Deletion Vector File Storage
-Format") holding the bitmaps of its files (`dv_codec.dv_file_encoder`). Spark's writers write text,
-not bytes, so tasks stage each DV file as base64 text and the driver's JVM decodes it into
-`<table>/deletion_vector_<uuid>.bin` (created, never overwritten); the bitmaps never pass through
-Python on the driver. The result is a DataFrame of new DV descriptors, one per data file, cached
-until the commit has rendered it.
+Format") holding the bitmaps of its files (`dv_codec.dv_file_encoder`). Each lands in
+`<table>/deletion_vector_<uuid>.bin`, created, never overwritten:
+
+- few DVs (`dv_bytes_bound` of the candidate files within
+  `spark.deltaspark.write.driverDeletionVectorBytes`, default 16 MiB): the tasks' output is
+  collected in one job and the driver writes the files; the descriptors are held there;
+- otherwise Spark's writers, which write text, not bytes, stage each DV file as base64 text and
+  the driver's JVM decodes it in place, so the bitmaps never pass through Python on the driver;
+  the descriptors stay cached until the commit has rendered them.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import math
 import uuid
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from deltaspark.errors import DeletionVectorError
 from deltaspark.features import dv_codec
 from deltaspark.log.paths import canonical_path
 from deltaspark.read.scan import deleted_rows
-from deltaspark.spark_compat import check_python_workers
+from deltaspark.spark_compat import check_python_workers, conf_get, held_frame
 from deltaspark.storage import Storage, join_path, name_of, parent_of
 
 log = logging.getLogger(__name__)
@@ -32,21 +37,42 @@ log = logging.getLogger(__name__)
 FILES_PER_DV_FILE = 1_000  # data files whose DVs share one DV file (one Spark task)
 DV_ROWS_SCHEMA = (
     "key string, dvFile string, pathOrInlineDv string, offset int, sizeInBytes int, "
-    "cardinality long, stats string, content string, fileSize long"
+    "cardinality long, newlyDeleted long, stats string, content string, fileSize long"
 )
+# DV files of at most this many bytes in all (by `dv_bytes_bound`) are collected and written by
+# the driver: one job gives every descriptor and every file, where staging them as text costs a
+# write job, its commit, a listing and a decode per file. 0: always staged.
+DRIVER_DV_BYTES_CONF = "spark.deltaspark.write.driverDeletionVectorBytes"
+DEFAULT_DRIVER_DV_BYTES = 16 * 1024 * 1024
+# The most a data file's DV takes beside one bit a row: the roaring bitmap's headers and one
+# 8 KiB container more than its rows fill (a partly filled container), framed.
+DV_BYTES_PER_FILE = 8 * 1024 + 128
+_DESCRIPTOR_SCHEMA = (
+    "key string, pathOrInlineDv string, offset int, sizeInBytes int, cardinality long, "
+    "newlyDeleted long, stats string"
+)
+_DESCRIPTOR_FIELDS = tuple(part.split()[0] for part in _DESCRIPTOR_SCHEMA.split(","))
+
+
+def dv_bytes_bound(files: int, records: int) -> int:
+    """An upper bound of the DV bytes of `files` data files holding `records` rows in all: a
+    roaring container never takes more than a bit per row it covers (8 KiB for 65,536 rows)."""
+    return records // 8 + files * DV_BYTES_PER_FILE
 
 
 @dataclass
 class DeletionVectorUpdate:
     """New DVs for the files that lost rows: `descriptors` has `key` (canonical data file path),
-    `deletionVector` (the new descriptor), `stats` (bounds made wide) and `newlyDeleted`."""
+    `deletionVector` (the new descriptor), `stats` (bounds made wide) and `newlyDeleted`; held on
+    the driver (a local relation) when the driver wrote the DV files."""
 
     descriptors: DataFrame
     dv_files: int
-    _cached: DataFrame
+    _cached: DataFrame | None
 
     def unpersist(self) -> None:
-        self._cached.unpersist()
+        if self._cached is not None:
+            self._cached.unpersist()
 
 
 def write_deletion_vectors(
@@ -56,10 +82,12 @@ def write_deletion_vectors(
     candidates: DataFrame,
     matched: DataFrame,
     candidate_count: int,
+    candidate_records: int | None = None,
 ) -> DeletionVectorUpdate:
     """DV files for `matched` rows (`path` as in the log, `row_index`) of `candidates` (rows of
     `Snapshot.files()`); every candidate must carry `stats.numRecords`, as the protocol requires
-    of files with a DV."""
+    of files with a DV. `candidate_records`: the candidates' rows in all, which bounds the DV
+    bytes (`dv_bytes_bound`): within `DRIVER_DV_BYTES_CONF` the driver writes the DV files."""
     root = snapshot.tableRoot  # type: ignore[attr-defined]
     new_rows = matched.select(
         canonical_path(F.col("path"), root).alias("key"), "row_index", F.lit(1).alias("is_new")
@@ -88,6 +116,13 @@ def write_deletion_vectors(
         .sortWithinPartitions("key")
         .mapInArrow(dv_codec.dv_file_encoder(write_id), DV_ROWS_SCHEMA)
     )
+    bound = None if candidate_records is None else dv_bytes_bound(candidate_count, candidate_records)
+    limit = int(conf_get(spark, DRIVER_DV_BYTES_CONF, str(DEFAULT_DRIVER_DV_BYTES)))
+    if bound is not None and bound <= limit and storage.direct_reads:
+        # One job gives every descriptor and every file; the rows are held, nothing is cached.
+        written, held = _write_on_driver(storage, root, encoded.collect())
+        rows = held_frame(spark, held, _DESCRIPTOR_SCHEMA)
+        return DeletionVectorUpdate(_descriptors(rows), written, None)
     # The descriptors must describe exactly the bytes written: keep the task output for both.
     encoded = encoded.persist()
     try:
@@ -95,17 +130,13 @@ def write_deletion_vectors(
     except BaseException:
         encoded.unpersist()
         raise
-    descriptors = (
-        encoded.where(F.col("key").isNotNull())
-        .join(info.select("key", "oldCardinality"), "key")
-        .select(
-            "key",
-            encoded_descriptor().alias("deletionVector"),
-            F.col("stats"),
-            (F.col("cardinality") - F.col("oldCardinality")).alias("newlyDeleted"),
-        )
+    return DeletionVectorUpdate(_descriptors(encoded), written, encoded)
+
+
+def _descriptors(rows: DataFrame) -> DataFrame:
+    return rows.where(F.col("key").isNotNull()).select(
+        "key", encoded_descriptor().alias("deletionVector"), F.col("stats"), F.col("newlyDeleted")
     )
-    return DeletionVectorUpdate(descriptors, written, encoded)
 
 
 def encoded_descriptor() -> Column:
@@ -122,7 +153,9 @@ def encoded_descriptor() -> Column:
 
 def stage_dv_files(storage: Storage, root: str, encoded: DataFrame, write_id: str) -> int:
     """Write the DV files `dv_codec.dv_file_encoder` produced (its rows with `key` null) under
-    `root`, each created once, checking every file's size; returns how many were written."""
+    `root`, each created once, checking every file's size; returns how many were written. Tasks
+    stage each file as base64 text (Spark's writers write text, not bytes) and the JVM decodes
+    it in place."""
     staging = join_path(root, f".tmp-dv-{write_id}")
     try:
         files = encoded.where(F.col("key").isNull())
@@ -151,3 +184,26 @@ def stage_dv_files(storage: Storage, root: str, encoded: DataFrame, write_id: st
         storage.delete(staging, recursive=True)
     log.info("Wrote %d deletion vector file(s) under %s", written, root)
     return written
+
+
+def _write_on_driver(storage: Storage, root: str, rows: list[Row]) -> tuple[int, list[tuple]]:
+    """Write the DV files of the encoder's collected `rows` (those with `key` null), each created
+    once, their bytes checked against the size encoded; returns how many were written and the
+    data files' descriptor rows (`_DESCRIPTOR_SCHEMA`)."""
+    descriptors = []
+    written = 0
+    for row in rows:
+        if row["key"] is not None:
+            descriptors.append(tuple(row[name] for name in _DESCRIPTOR_FIELDS))
+            continue
+        path = join_path(root, row["dvFile"])
+        data = base64.b64decode(row["content"])
+        if len(data) != row["fileSize"]:
+            raise DeletionVectorError(
+                f"deltaspark: deletion vector file {path} has {len(data)} bytes, "
+                f"{row['fileSize']} were encoded; nothing was committed"
+            )
+        storage.write_bytes(path, data)  # fails if it exists: a DV file is never overwritten
+        written += 1
+    log.info("Wrote %d deletion vector file(s) under %s from the driver", written, root)
+    return written, descriptors

@@ -195,6 +195,10 @@ class FileSet:
         """A total as a number (0 for a sum of nothing)."""
         return int(self.totals[name] or 0)
 
+    def records(self) -> int | None:
+        """The rows of these files in all, by their statistics; None when a file has none."""
+        return None if self.count("no_stats") else self.count("records")
+
     @property
     def listed(self) -> list[Row] | None:
         """What `read_files` collects of these files, when held (pass as its `listed`)."""

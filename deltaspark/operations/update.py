@@ -61,10 +61,11 @@ from deltaspark.features.expressions import resolve_expression
 from deltaspark.features.identity_columns import identity_columns
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.operations.delete import (
-    FILE_COLUMN,
     check_rows_changeable,
+    files_of,
     mark_rows_deleted,
     materialized_row_tracking,
+    read_candidates,
     touched_files,
     write_change_files,
     writes_deletion_vectors,
@@ -311,16 +312,26 @@ def update(
     cached: list[Any] = [candidates]
     try:
         txn.readFiles(candidates)
-        # One read of the candidates: how many rows of each file match.
-        touched = touched_files(snapshot, candidates, held_listing(candidates), matches, now, cached)
+        tracked = row_tracking_enabled(protocol, metadata)
+        hidden: tuple[str, ...] = materialized_row_tracking(snapshot) if tracked else ()
+        listed = held_listing(candidates)
+        matched = None
+        if writes_deletion_vectors(snapshot):
+            # One read of the candidates: the matched rows (positions, values, row tracking
+            # columns), cached for their DVs and their new values alike and counted per file.
+            read = read_candidates(snapshot, candidates, listed, row_tracking=tracked)
+            matched = read.where(matches).persist()
+            cached.append(matched)
+            touched = files_of(snapshot, candidates, matched, now, cached)
+        else:
+            # One read of the candidates: how many rows of each file match.
+            touched = touched_files(snapshot, candidates, listed, matches, now, cached)
         if not touched.count("files"):
             log.info("Nothing to update in %s: no row matches", table_path)
             return None
         metrics["numUpdatedRows"] = touched.count("matched")
         scanned = time.time()
         metrics["scanTimeMs"] = int((scanned - started) * 1000)
-        tracked = row_tracking_enabled(protocol, metadata)
-        hidden: tuple[str, ...] = materialized_row_tracking(snapshot) if tracked else ()
         job = _Update(
             spark,
             storage,
@@ -336,8 +347,8 @@ def update(
             cached,
         )
         try:
-            if writes_deletion_vectors(snapshot) and not touched.count("no_stats"):
-                _merge_on_read(job)
+            if matched is not None and not touched.count("no_stats"):
+                _merge_on_read(job, matched)
             else:
                 _copy_on_write(job)
         except Exception as exc:  # a value out of its column's range, raised by a Spark task
@@ -435,24 +446,24 @@ def _copy_on_write(job: _Update) -> None:
     job.metrics["numCopiedRows"] = written.rows - job.metrics["numUpdatedRows"]
 
 
-def _merge_on_read(job: _Update) -> None:
-    """The matched rows marked deleted in each file's (new) DV, as a delete marks them, and their
-    new values written as new files; the files' other rows stay where they are. The matched rows
-    are read once (positions, values and row tracking columns) and cached for both steps, so that
-    the rows given new values are exactly those marked deleted."""
-    rows = read_files(
-        job.snapshot,
-        job.files.withColumn(FILE_COLUMN, F.col("path")),
-        row_tracking=bool(job.hidden),
-        carry=[FILE_COLUMN],
-        keep_row_index=True,
-        listed=job.touched.listed,
-    )
-    matched = rows.where(job.matches).persist()
-    job.cached.append(matched)
+def _merge_on_read(job: _Update, matched: DataFrame) -> None:
+    """The `matched` rows marked deleted in each file's (new) DV, as a delete marks them, and
+    their new values written as new files; the files' other rows stay where they are. The matched
+    rows were read once (positions, values and row tracking columns) and cached for both steps,
+    so that the rows given new values are exactly those marked deleted."""
     file_count = job.touched.count("files")
+    records = job.touched.records()
     marking = mark_rows_deleted(
-        job.spark, job.storage, job.snapshot, job.txn, job.files, file_count, matched, job.now, job.cached
+        job.spark,
+        job.storage,
+        job.snapshot,
+        job.txn,
+        job.files,
+        file_count,
+        matched,
+        job.now,
+        job.cached,
+        records,
     )
     marking.record(job.metrics)
     written = _write_new_rows(job, matched)

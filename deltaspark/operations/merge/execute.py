@@ -661,6 +661,7 @@ class _Plan:
             marked,
             self.now,
             self.cached,
+            touched.records(),
         )
         self.changed = self.changed or marking.changed_files > 0
         m = self.metrics
