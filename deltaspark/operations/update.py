@@ -313,7 +313,6 @@ def update(
     try:
         txn.readFiles(candidates)
         tracked = row_tracking_enabled(protocol, metadata)
-        hidden: tuple[str, ...] = materialized_row_tracking(snapshot) if tracked else ()
         listed = held_listing(candidates)
         matched = None
         if writes_deletion_vectors(snapshot):
@@ -332,6 +331,7 @@ def update(
         metrics["numUpdatedRows"] = touched.count("matched")
         scanned = time.time()
         metrics["scanTimeMs"] = int((scanned - started) * 1000)
+        hidden: tuple[str, ...] = materialized_row_tracking(snapshot) if tracked else ()
         job = _Update(
             spark,
             storage,
