@@ -242,6 +242,44 @@ def test_a_new_commit_is_read_alone(spark, log, monkeypatch):
     assert driver_answer(spark, log.path, 0)[0] and read == ["00000000000000000000.json"]
 
 
+def test_a_load_reads_each_log_file_once(spark, log, monkeypatch):
+    """A small log's files are read on the driver for protocol and metadata, then for the file
+    actions: the first reader holds their bytes for the second (`held_bytes`), so each commit and
+    checkpoint part is read once per load, and a file written again (another size) is read anew."""
+    from deltaspark.storage import HadoopStorage
+
+    reads: list[str] = []
+
+    def counted(original):  # noqa: ANN001, ANN202
+        def spy(self, path, *args, **kwargs):  # noqa: ANN001, ANN202
+            reads.append(path.rsplit("/", 1)[-1])
+            return original(self, path, *args, **kwargs)
+
+        return spy
+
+    for name in ("read_bytes", "read_text"):
+        monkeypatch.setattr(HadoopStorage, name, counted(getattr(HadoopStorage, name)))
+
+    def log_reads() -> list[str]:
+        found = sorted(r for r in reads if r[:1].isdigit())
+        reads.clear()
+        return found
+
+    log.commit(0, protocol(), metadata(), add("a"))
+    log.commit(1, add("b"))
+    assert driver_answer(spark, log.path)[0]
+    assert log_reads() == ["00000000000000000000.json", "00000000000000000001.json"]
+    log.commit(2, remove("a", 1))
+    assert driver_answer(spark, log.path)[0] and log_reads() == ["00000000000000000002.json"]
+    log.commit(2, remove("a", 1), add("c"))  # written again: another size
+    replayed, rows = driver_answer(spark, log.path)
+    assert replayed and log_reads() == ["00000000000000000002.json"] and rows == spark_answer(spark, log.path)
+    log.classic_checkpoint(2, [protocol(), metadata(), add("b"), add("c"), remove("a", 1)])
+    log.commit(3, add("d"))
+    assert driver_answer(spark, log.path)[0]
+    assert log_reads() == ["00000000000000000002.checkpoint.parquet", "00000000000000000003.json"]
+
+
 def _stats_parsed_checkpoint(log) -> None:
     schema = pa.schema(
         [

@@ -37,6 +37,7 @@ from pyspark.sql.types import BooleanType, DataType, LongType, StringType, Struc
 from deltaspark.errors import CorruptLogError, DeltaSparkError
 from deltaspark.features.deletion_vectors import dv_unique_id_of
 from deltaspark.log import action_schemas as schemas
+from deltaspark.log import held_bytes
 from deltaspark.log.checkpoint_check import decode_parquet
 from deltaspark.log.files import LogFile
 from deltaspark.log.paths import path_key
@@ -305,7 +306,7 @@ def file_actions(
     text and lines would take more (`LINE_CHARS` a line: what a state holds beside each action)
     raises `TooBigError` before any line is parsed."""
     if f.file_format == "parquet":
-        data = storage.read_bytes(f.path)
+        data = held_bytes.take(f) or storage.read_bytes(f.path)
         if data is None:
             raise UnclearError  # vanished since listing
         kinds = {"add": schemas.ADD, "remove": schemas.REMOVE}
@@ -316,7 +317,8 @@ def file_actions(
                 small += [(kind, row[kind]) for kind in _SMALL_SCHEMAS if row[kind] is not None]
             yield from _file_action(row["add"], row["remove"], root, deletion_vectors)
         return
-    text = storage.read_text(f.path)
+    held = held_bytes.take(f)  # read for protocol and metadata just before: not read again
+    text = held.decode("utf-8", "replace") if held is not None else storage.read_text(f.path)
     if text is None or "\ufffd" in text:
         raise UnclearError  # vanished, or bytes that are not UTF-8: Spark decides
     lines = LINE_BREAK.split(text)

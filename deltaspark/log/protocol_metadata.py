@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from deltaspark.errors import DeltaSparkError
 from deltaspark.log import action_schemas as schemas
-from deltaspark.log import protocol_metadata_cache, small_log, torn_writes, version_checksum
+from deltaspark.log import held_bytes, protocol_metadata_cache, small_log, torn_writes, version_checksum
 from deltaspark.log.checkpoint_check import decode_parquet
 from deltaspark.log.files import LogFile
 from deltaspark.log.replay import keep_actions, read_checkpoint_actions, read_json_actions
@@ -108,7 +108,10 @@ def _from_checksum(spark: SparkSession, storage: Storage, segment: LogSegment) -
 def _read_on_driver(
     spark: SparkSession, storage: Storage, files: list[LogFile], version: int, base: dict | None
 ) -> dict | None:
-    """`small_log`'s answer, the files read one at a time (each checked for a torn last line)."""
+    """`small_log`'s answer, the files read one at a time (each checked for a torn last line).
+    Few enough bytes to hold are held for the driver replay, which reads the same files next
+    (`held_bytes`)."""
+    keep = sum(f.size for f in files) <= held_bytes.MAX_HELD_BYTES
 
     def contents() -> Iterator[bytes | None]:
         for f in files:
@@ -118,6 +121,8 @@ def _read_on_driver(
                 data = None  # no answer: the Spark path reads it again and reports what is wrong
             if data is not None:
                 torn_writes.check_bytes(spark, f, data)
+                if keep:
+                    held_bytes.hold(f, data)
             yield data
 
     return small_log.protocol_and_metadata(files, contents(), version, base)
@@ -128,6 +133,9 @@ def _checkpoint_on_driver(spark: SparkSession, storage: Storage, files: list[Log
         parts = [storage.read_bytes(f.path) for f in files]
     except DeltaSparkError:
         return None  # the Spark path reads them again and reports what is wrong
+    for f, data in zip(files, parts, strict=True):
+        if data is not None:
+            held_bytes.hold(f, data)  # for the driver replay, which reads the checkpoint next
     try:
         return small_log.checkpoint_protocol_and_metadata(files, parts)
     except UnreadableParquetError as exc:
