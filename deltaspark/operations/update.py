@@ -66,7 +66,6 @@ from deltaspark.operations.delete import (
     mark_rows_deleted,
     materialized_row_tracking,
     read_candidates,
-    touched_files,
     write_change_files,
     writes_deletion_vectors,
 )
@@ -313,18 +312,17 @@ def update(
     try:
         txn.readFiles(candidates)
         tracked = row_tracking_enabled(protocol, metadata)
-        listed = held_listing(candidates)
-        matched = None
-        if writes_deletion_vectors(snapshot):
-            # One read of the candidates: the matched rows (positions, values, row tracking
-            # columns), cached for their DVs and their new values alike and counted per file.
-            read = read_candidates(snapshot, candidates, listed, row_tracking=tracked)
-            matched = read.where(matches).persist()
+        use_dvs = writes_deletion_vectors(snapshot)
+        # One read of the candidates: the matched rows, counted per file. With DVs they are kept
+        # (positions, values, row tracking columns) for their DVs and their new values alike.
+        read = read_candidates(
+            snapshot, candidates, held_listing(candidates), row_tracking=tracked and use_dvs
+        )
+        matched = read.where(matches)
+        if use_dvs:
+            matched = matched.persist()
             cached.append(matched)
-            touched = files_of(snapshot, candidates, matched, now, cached)
-        else:
-            # One read of the candidates: how many rows of each file match.
-            touched = touched_files(snapshot, candidates, listed, matches, now, cached)
+        touched = files_of(snapshot, candidates, matched, now, cached)
         if not touched.count("files"):
             log.info("Nothing to update in %s: no row matches", table_path)
             return None
@@ -347,7 +345,7 @@ def update(
             cached,
         )
         try:
-            if matched is not None and not touched.count("no_stats"):
+            if use_dvs and not touched.count("no_stats"):
                 _merge_on_read(job, matched)
             else:
                 _copy_on_write(job)
