@@ -586,3 +586,41 @@ def test_rows_are_tied_to_their_files_by_a_hash_only_where_it_is_exact(spark, lo
     colliding = DeltaTable.forPath(spark, log.path).toDF()
     assert sorted((r["id"], r["part"]) for r in colliding.collect()) == expected[:3]
     assert "_file_hash" not in _plan(colliding)
+
+
+def test_a_row_tied_to_no_file_fails_the_read_whatever_the_query_keeps(spark, log, monkeypatch):
+    """A row the read cannot tie to its file's entry (the keys disagree) fails the read, naming
+    the file, whatever the query keeps or filters: never a row without its partition values, never
+    one dropped unseen (a filter on a partition column alone would let Spark make the join an
+    inner one). The check stays out of the way of filters on the file's own columns: they still
+    reach the parquet scan."""
+    from deltaspark.read import scan
+
+    entry = write_parquet(log.root, "part=a/x.parquet", pa.table({"id": pa.array([1, 2, 3], pa.int64())}))
+    entry["add"]["partitionValues"] = {"part": "a"}
+    log.commit(0, protocol(), metadata(partition_columns=["part"]), entry)
+    monkeypatch.setattr(scan, "HASH_JOIN_MIN_BYTES", 0)
+    table = DeltaTable.forPath(spark, log.path)
+    filtered = table.toDF().where("id > 1")
+    assert "GreaterThan(id,1)" in _plan(filtered)  # pushed into the scan, past the file join
+    assert sorted(r["id"] for r in filtered.collect()) == [2, 3]
+
+    real = scan._file_hashes
+    monkeypatch.setattr(  # every entry's hash off by one: no row finds its file
+        scan, "_file_hashes", lambda *a: {k: v + 1 for k, v in (real(*a) or {}).items()} or None
+    )
+    frame = table.toDF()
+    assert "_file_hash" in _plan(frame)
+    queries = {
+        "all": frame,
+        "a data column": frame.select("id"),
+        "a data filter": frame.where("id > 1"),
+        "a partition filter": frame.where("part = 'a'"),
+        "a partition filter, a data column": frame.where("part = 'a'").select("id"),
+    }
+    for name, query in queries.items():
+        with pytest.raises(Exception, match="deltaspark: data file not in the snapshot: .*x.parquet"):
+            query.collect()
+            pytest.fail(f"{name}: no error")
+    with pytest.raises(Exception, match="deltaspark: data file not in the snapshot"):
+        frame.count()

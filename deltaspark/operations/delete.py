@@ -25,20 +25,20 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from deltaspark.errors import AppendOnlyTableError, UnsupportedWriterFeatureError
 from deltaspark.features.expressions import resolve_expression
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.features.row_tracking import materialized_columns
-from deltaspark.log.paths import canonical_path
-from deltaspark.operations.deletion_vector_writer import write_deletion_vectors
-from deltaspark.operations.file_set import FileSet, in_one_task
+from deltaspark.log.paths import canonical_path, path_key
+from deltaspark.operations.deletion_vector_writer import DeletionVectorUpdate, write_deletion_vectors
+from deltaspark.operations.file_set import FileSet, Total, in_one_task, totals_of
 from deltaspark.operations.write import add_of, check_writable_rows, removes_of, write_data_files
 from deltaspark.read.predicates import from_filter, references
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
-from deltaspark.spark_compat import persist_sized
+from deltaspark.spark_compat import held_frame, is_local, persist_sized
 from deltaspark.storage import Storage
 from deltaspark.transaction.idempotent import apply_once
 from deltaspark.transaction.transaction import CommitResult, Transaction
@@ -208,6 +208,45 @@ class DvMarking:
         metrics["numDeletionVectorsRemoved"] = self.had_dv
 
 
+# A marking's totals over the changed files (`DvMarking`'s fields, in its order).
+_MARKING_TOTALS = (
+    Total("changed", "count"),
+    Total("emptied", "count", "__emptied"),
+    Total("emptied_bytes", "sum", "__emptiedBytes"),
+    Total("deleted", "sum", "__newlyDeleted"),
+    Total("old_dvs", "count", "__oldDv"),
+    Total("emptied_old_dvs", "count", "__emptiedOldDv"),
+)
+
+
+def _held_changed(files: DataFrame, update: DeletionVectorUpdate, root: str) -> DataFrame | None:
+    """The files that got a new DV (`files`' columns, `key`, `__newDv`, `__newStats`,
+    `__newlyDeleted`), joined on the driver and held there when the files and the descriptors
+    both are: the marking's totals, removes and adds then run no Spark job. None when either is
+    not held, or a path's key is not the driver's to compute (Spark joins them)."""
+    if update.held is None or not is_local(files):
+        return None
+    new = {key: rest for key, *rest in update.held}
+    rows = []
+    for row in files.collect():
+        key = path_key(row["path"], root)
+        if key in new:
+            rows.append((*row, key, *new[key]))
+    if len({r[-4] for r in rows}) != len(new) or len(rows) != len(new):
+        return None  # a key the driver computes otherwise, or a path listed twice: Spark joins
+    descriptor = update.descriptors.schema["deletionVector"].dataType
+    schema = StructType(
+        [
+            *files.schema.fields,
+            StructField("key", StringType()),
+            StructField("__newDv", descriptor),
+            StructField("__newStats", StringType()),
+            StructField("__newlyDeleted", LongType()),
+        ]
+    )
+    return held_frame(files.sparkSession, rows, schema)
+
+
 def mark_rows_deleted(
     spark: SparkSession,
     storage: Storage,
@@ -236,33 +275,28 @@ def mark_rows_deleted(
         records,
     )
     cached.append(update)
-    new = update.descriptors.select(
-        "key",
-        F.col("deletionVector").alias("__newDv"),
-        F.col("stats").alias("__newStats"),
-        F.col("newlyDeleted").alias("__newlyDeleted"),
-    )
-    changed = files.withColumn("key", canonical_path(F.col("path"), snapshot.tableRoot)).join(new, "key")
-    changed = persist_sized(changed, snapshot.stateBytes)  # its totals, removes and adds: one join, not three
-    cached.append(changed)
+    changed = _held_changed(files, update, snapshot.tableRoot)
+    if changed is None:
+        new = update.descriptors.select(
+            "key",
+            F.col("deletionVector").alias("__newDv"),
+            F.col("stats").alias("__newStats"),
+            F.col("newlyDeleted").alias("__newlyDeleted"),
+        )
+        changed = files.withColumn("key", canonical_path(F.col("path"), snapshot.tableRoot)).join(new, "key")
+        # its totals, removes and adds: one join, not three
+        changed = persist_sized(changed, snapshot.stateBytes)
+        cached.append(changed)
     emptied = F.col("__newDv.cardinality") >= F.col("stats_parsed.numRecords")
-    totals = changed.agg(
-        F.count(F.lit(1)),
-        F.count(F.when(emptied, 1)),
-        F.sum(F.when(emptied, F.col("size"))),
-        F.sum("__newlyDeleted"),
-        F.count(F.col("deletionVector")),
-        F.count(F.when(emptied & F.col("deletionVector").isNotNull(), 1)),
-    ).first()
-    marking = DvMarking(
-        int(totals[0]),
-        int(totals[1]),
-        int(totals[2] or 0),
-        int(totals[3] or 0),
-        int(totals[4]),
-        int(totals[5]),
-        update.dv_files,
+    measured = changed.select(
+        F.when(emptied, 1).alias("__emptied"),
+        F.when(emptied, F.col("size")).alias("__emptiedBytes"),
+        "__newlyDeleted",
+        F.when(F.col("deletionVector").isNotNull(), 1).alias("__oldDv"),
+        F.when(emptied & F.col("deletionVector").isNotNull(), 1).alias("__emptiedOldDv"),
     )
+    totals = totals_of(measured, _MARKING_TOTALS)
+    marking = DvMarking(*(int(totals[t.name] or 0) for t in _MARKING_TOTALS), update.dv_files)
     if marking.changed_files:
         # the counts let the transaction hold few actions on the driver (no Spark job at commit)
         txn.removeFiles(removes_of(changed, now), marking.changed_files)

@@ -64,11 +64,13 @@ def dv_bytes_bound(files: int, records: int) -> int:
 class DeletionVectorUpdate:
     """New DVs for the files that lost rows: `descriptors` has `key` (canonical data file path),
     `deletionVector` (the new descriptor), `stats` (bounds made wide) and `newlyDeleted`; held on
-    the driver (a local relation) when the driver wrote the DV files."""
+    the driver (a local relation) when the driver wrote the DV files, and then also as `held`
+    (`key` and the `deletionVector`, `stats`, `newlyDeleted` values, as `descriptors` has them)."""
 
     descriptors: DataFrame
     dv_files: int
     _cached: DataFrame | None
+    held: list[tuple] | None = None
 
     def unpersist(self) -> None:
         if self._cached is not None:
@@ -122,7 +124,8 @@ def write_deletion_vectors(
         # One job gives every descriptor and every file; the rows are held, nothing is cached.
         written, held = _write_on_driver(storage, root, encoded.collect())
         rows = held_frame(spark, held, _DESCRIPTOR_SCHEMA)
-        return DeletionVectorUpdate(_descriptors(rows), written, None)
+        values = [(r[0], _descriptor_of(r[1], r[2], r[3], r[4]), r[6], r[5]) for r in held]
+        return DeletionVectorUpdate(_descriptors(rows), written, None, values)
     # The descriptors must describe exactly the bytes written: keep the task output for both.
     encoded = encoded.persist()
     try:
@@ -149,6 +152,11 @@ def encoded_descriptor() -> Column:
         F.col("cardinality"),
         F.lit(None).cast("long").alias("maxRowIndex"),
     )
+
+
+def _descriptor_of(path_or_inline: str, offset: int, size: int, cardinality: int) -> tuple:
+    """`encoded_descriptor`'s values (its fields' order) for a descriptor held on the driver."""
+    return ("u", path_or_inline, offset, size, cardinality, None)
 
 
 def stage_dv_files(storage: Storage, root: str, encoded: DataFrame, write_id: str) -> int:

@@ -652,16 +652,22 @@ def _project(
 ) -> DataFrame:
     columns: list[Column] = []
     # A row whose file is missing from the snapshot's list means the keys disagree: fail rather
-    # than return rows without their partition values.
+    # than return rows without their partition values. A filter of its own, so that filters on
+    # the file's own columns still reach the scan (Spark pushes them below the join and into the
+    # parquet reader; a row they drop is never returned, so it needs no check). The columns the
+    # join gives (partition values) are guarded themselves: a filter on them alone would
+    # otherwise let Spark make the join an inner one, which drops such rows before the check.
     unknown = F.col("_file_key").isNull()
     refused = F.raise_error(F.concat(F.lit("deltaspark: data file not in the snapshot: "), F.col("_key")))
+    if joined:
+        rows = rows.where(F.when(unknown, refused.cast("boolean")).otherwise(F.lit(True)))
     for field in reader.logical_schema.fields:
         if field.name.lower() in reader.partition_names:
             value = F.col("_partition").getField(field.name)
+            if joined:
+                value = F.when(unknown, refused).otherwise(value)
         else:
             value = reader.logical_column(field)
-        if joined:
-            value = F.when(unknown, refused).otherwise(value)
         columns.append(value.alias(field.name))
     columns += [_col(f.name) for f in extra]
     columns += [_col(c) for c in carry]
