@@ -7,8 +7,8 @@ the condition is NULL are left alone, as in SQL) and counts their matches. Only 
 - with deletion vectors (`delta.enableDeletionVectors` on a table supporting the feature), the
   matching rows are marked deleted in a new DV per file and their new values are written as new
   files (merge-on-read): the file's other rows are not rewritten; a file whose every row is
-  updated is removed instead. The touched files are read a second time, for the matching rows
-  (their positions and values, cached for both);
+  updated is removed instead. The matching rows (their positions and values) are kept from the
+  one read, cached for both, and the DVs count them per file;
 - otherwise (copy-on-write) the file is rewritten with the matching rows' new values and the other
   rows as they were, and the original is removed.
 
@@ -61,6 +61,7 @@ from deltaspark.features.expressions import resolve_expression
 from deltaspark.features.identity_columns import identity_columns
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.operations.delete import (
+    DvMarking,
     check_rows_changeable,
     files_of,
     mark_rows_deleted,
@@ -69,7 +70,7 @@ from deltaspark.operations.delete import (
     write_change_files,
     writes_deletion_vectors,
 )
-from deltaspark.operations.file_set import FileSet, held_listing
+from deltaspark.operations.file_set import FileSet
 from deltaspark.operations.write import (
     GENERATION_KEY,
     conform_value,
@@ -77,7 +78,6 @@ from deltaspark.operations.write import (
 )
 from deltaspark.read.scan import read_files
 from deltaspark.snapshot import Snapshot
-from deltaspark.spark_compat import persist_sized
 from deltaspark.storage import Storage
 from deltaspark.transaction.idempotent import apply_once
 from deltaspark.transaction.transaction import CommitResult, Transaction
@@ -307,26 +307,51 @@ def update(
         "numDeletionVectorsUpdated": 0,
     }
     now = int(time.time() * 1000)
-    candidates = persist_sized(files, snapshot.stateBytes)
-    cached: list[Any] = [candidates]
+    cached: list[Any] = []
     try:
-        txn.readFiles(candidates)
+        # One row per candidate file, with the totals that choose the route (DVs need every
+        # file's `numRecords`): replay the log once, not per step.
+        candidates = FileSet.of(files, now, cached, snapshot.stateBytes)
+        txn.readFiles(candidates.frame)
+        if not candidates.count("files"):
+            log.info("Nothing to update in %s: no file can hold a matching row", table_path)
+            return None
         tracked = row_tracking_enabled(protocol, metadata)
         use_dvs = writes_deletion_vectors(snapshot)
-        # One read of the candidates: the matched rows, counted per file. With DVs they are kept
-        # (positions, values, row tracking columns) for their DVs and their new values alike.
+        if use_dvs and candidates.count("no_stats"):
+            use_dvs = False
+            log.info("Rewriting files of %s: some have no numRecords statistic for a DV", table_path)
+        # One read of the candidates. With DVs the matched rows are kept (positions, values, row
+        # tracking columns) for their DVs and their new values alike, and the DVs count them per
+        # file; copy-on-write counts them per file to find the files to rewrite.
         read = read_candidates(
-            snapshot, candidates, held_listing(candidates), row_tracking=tracked and use_dvs
+            snapshot, candidates.frame, candidates.listed, row_tracking=tracked and use_dvs
         )
         matched = read.where(matches)
+        marking = None
         if use_dvs:
             matched = matched.persist()
             cached.append(matched)
-        touched = files_of(snapshot, candidates, matched, now, cached)
-        if not touched.count("files"):
+            marking = mark_rows_deleted(
+                spark,
+                storage,
+                snapshot,
+                txn,
+                candidates.frame,
+                candidates.count("files"),
+                matched,
+                now,
+                cached,
+                candidates.records(),
+            )
+            touched, updated = candidates, marking.newly_deleted  # the rows each new DV marks
+        else:
+            touched = files_of(snapshot, candidates.frame, matched, now, cached)
+            updated = touched.count("matched")
+        if not updated:
             log.info("Nothing to update in %s: no row matches", table_path)
             return None
-        metrics["numUpdatedRows"] = touched.count("matched")
+        metrics["numUpdatedRows"] = updated
         scanned = time.time()
         metrics["scanTimeMs"] = int((scanned - started) * 1000)
         hidden: tuple[str, ...] = materialized_row_tracking(snapshot) if tracked else ()
@@ -345,8 +370,8 @@ def update(
             cached,
         )
         try:
-            if use_dvs and not touched.count("no_stats"):
-                _merge_on_read(job, matched)
+            if marking is not None:
+                _merge_on_read(job, matched, marking)
             else:
                 _copy_on_write(job)
         except Exception as exc:  # a value out of its column's range, raised by a Spark task
@@ -354,7 +379,7 @@ def update(
             if error is None:
                 raise
             raise error from None
-        _record_changes(job)
+        _record_changes(job, matched if marking is not None else None)
         metrics["rewriteTimeMs"] = int((time.time() - scanned) * 1000)
         metrics["executionTimeMs"] = int((time.time() - started) * 1000)
         parameters = {"predicate": [str(condition)] if condition is not None else []}
@@ -444,25 +469,11 @@ def _copy_on_write(job: _Update) -> None:
     job.metrics["numCopiedRows"] = written.rows - job.metrics["numUpdatedRows"]
 
 
-def _merge_on_read(job: _Update, matched: DataFrame) -> None:
-    """The `matched` rows marked deleted in each file's (new) DV, as a delete marks them, and
-    their new values written as new files; the files' other rows stay where they are. The matched
-    rows were read once (positions, values and row tracking columns) and cached for both steps,
-    so that the rows given new values are exactly those marked deleted."""
-    file_count = job.touched.count("files")
-    records = job.touched.records()
-    marking = mark_rows_deleted(
-        job.spark,
-        job.storage,
-        job.snapshot,
-        job.txn,
-        job.files,
-        file_count,
-        matched,
-        job.now,
-        job.cached,
-        records,
-    )
+def _merge_on_read(job: _Update, matched: DataFrame, marking: DvMarking) -> None:
+    """The `matched` rows, marked deleted in each file's new DV (`marking`, as a delete marks
+    them), written with their new values as new files; the files' other rows stay where they
+    are. The matched rows were read once (positions, values and row tracking columns) and cached
+    for both steps, so that the rows given new values are exactly those marked deleted."""
     marking.record(job.metrics)
     written = _write_new_rows(job, matched)
     log.info(
@@ -476,12 +487,13 @@ def _merge_on_read(job: _Update, matched: DataFrame) -> None:
     )
 
 
-def _record_changes(job: _Update) -> None:
-    """With the change data feed on: each updated row before and after, as change data files."""
+def _record_changes(job: _Update, matched: DataFrame | None) -> None:
+    """With the change data feed on: each updated row before and after, as change data files.
+    `matched`: the matched rows when read already (with DVs), else the touched files are read."""
     snapshot = job.snapshot
     if snapshot.configuration.get("delta.enableChangeDataFeed", "").lower() != "true":
         return
-    rows = read_files(snapshot, job.files).where(job.matches)
+    rows = matched if matched is not None else read_files(snapshot, job.files).where(job.matches)
     columns = [F.col(f"`{f.name}`") for f in snapshot.schema.fields]
     before = rows.select(*columns, F.lit("update_preimage").alias("_change_type"))
     after = _new_rows(job, rows, F.lit(True), (), only_matched=True).select(
