@@ -624,3 +624,12 @@ def test_a_row_tied_to_no_file_fails_the_read_whatever_the_query_keeps(spark, lo
             pytest.fail(f"{name}: no error")
     with pytest.raises(Exception, match="deltaspark: data file not in the snapshot"):
         frame.count()
+
+    # row ids come from the join too (`baseRowId`): a filter on them alone is no way around it
+    from deltaspark.table import write
+
+    tracked = str(log.root.parent / "tracked")
+    write(spark.range(3).coalesce(1), tracked, properties={"delta.enableRowTracking": "true"})
+    ids = DeltaTable.forPath(spark, tracked).toDF(rowTracking=True)
+    with pytest.raises(Exception, match="deltaspark: data file not in the snapshot"):
+        ids.where("_metadata.row_id = 1").select("id").collect()

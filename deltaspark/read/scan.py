@@ -675,14 +675,15 @@ def _project(
         columns.append(F.col("_row_index"))
     if row_tracking:
         id_column, version_column = reader.materialized
-        columns.append(
-            F.struct(
-                row_id(
-                    _col(id_column) if id_column else None, F.col("_base_row_id"), F.col("_row_index")
-                ).alias("row_id"),
-                row_commit_version(
-                    _col(version_column) if version_column else None, F.col("_default_commit_version")
-                ).alias("row_commit_version"),
-            ).alias("_metadata")
+        tracking = F.struct(
+            row_id(_col(id_column) if id_column else None, F.col("_base_row_id"), F.col("_row_index")).alias(
+                "row_id"
+            ),
+            row_commit_version(
+                _col(version_column) if version_column else None, F.col("_default_commit_version")
+            ).alias("row_commit_version"),
         )
+        if joined:  # the join gives them too (`baseRowId`, `defaultRowCommitVersion`): guarded
+            tracking = F.when(unknown, refused).otherwise(tracking)
+        columns.append(tracking.alias("_metadata"))
     return rows.select(*columns)
