@@ -344,7 +344,8 @@ def update(
                 cached,
                 candidates.records(),
             )
-            touched, updated = candidates, marking.newly_deleted  # the rows each new DV marks
+            # the rows each new DV marks; the DV steps read no file list again
+            touched, updated = candidates, marking.newly_deleted
         else:
             touched = files_of(snapshot, candidates.frame, matched, now, cached)
             updated = touched.count("matched")
@@ -397,7 +398,9 @@ class _Update:
     storage: Storage
     snapshot: Snapshot
     txn: Transaction
-    files: DataFrame  # the files holding a matched row
+    # copy-on-write: the files holding a matched row; with DVs (whose steps do not read them:
+    # the matched rows are at hand) the candidates
+    files: DataFrame
     touched: FileSet  # the same, with their totals
     matches: Column
     resolved: dict[str, Any]
