@@ -170,27 +170,41 @@ def test_bins_are_packed_as_delta_spark_packs_them():
 
 
 @pytest.mark.parametrize(
-    "on_driver, joined",
-    [(True, False), (True, True), (False, False)],
-    ids=["small-log-on-the-driver", "held-files-joined-with-their-bins", "in-tasks"],
+    "route",
+    ["small-log-on-the-driver", "held-files-joined-with-their-bins", "collected-to-the-driver", "in-tasks"],
 )
-def test_an_optimized_table_compacts_to_nothing_more(spark, tmp_path, monkeypatch, on_driver, joined):
+def test_an_optimized_table_compacts_to_nothing_more(spark, tmp_path, monkeypatch, route):
     """Compaction twice at the same sizes: the second commits nothing (no bin holds more than the
-    maximum, so none is cut again), whether the small log's files are binned on the driver (their
-    bins named by one SQL map, or, for more than `HELD_MAP_FILES` files, joined with them there)
-    or, with the driver replay off, by Python tasks over each partition's files."""
+    maximum, so none is cut again), on each of the packing's routes: a small log's files binned on
+    the driver (their bins named by one SQL map, or, for more than `HELD_MAP_FILES` files, joined
+    with them there); with the driver replay off, the candidates collected to the driver and
+    their bins joined back as a local relation, or, beyond `read.maxDriverFiles` candidates,
+    Python tasks over each partition's files."""
     from deltaspark.operations.optimize import bins as bins_module
 
-    held: list[int] = []
-    original_held_frame = bins_module.held_frame
+    calls: dict[str, list[int]] = {"held": [], "joined": [], "tasks": []}
+    original_held_frame, original_local_frame = bins_module.held_frame, bins_module.local_frame
+    original_tasks = bins_module._groups_in_tasks
 
     def counting_held_frame(spark_session, rows, schema):
-        held.append(len(rows))
+        calls["held"].append(len(rows))
         return original_held_frame(spark_session, rows, schema)
 
+    def counting_local_frame(spark_session, columns, schema):
+        calls["joined"].append(len(next(iter(columns.values()))))
+        return original_local_frame(spark_session, columns, schema)
+
+    def counting_tasks(max_file_size, curve):
+        calls["tasks"].append(1)
+        return original_tasks(max_file_size, curve)
+
     monkeypatch.setattr(bins_module, "held_frame", counting_held_frame)
-    if joined:
+    monkeypatch.setattr(bins_module, "local_frame", counting_local_frame)
+    monkeypatch.setattr(bins_module, "_groups_in_tasks", counting_tasks)
+    if route == "held-files-joined-with-their-bins":
         monkeypatch.setattr(bins_module, "HELD_MAP_FILES", 1)
+    if route == "in-tasks":
+        monkeypatch.setattr(bins_module, "DEFAULT_MAX_DRIVER_FILES", 0)
     path = tmp_path / "t"
     schema = "id long, payload string, part int"
     noise = random.Random(7)  # incompressible payloads: a file's size is its rows', not its footer's
@@ -205,7 +219,7 @@ def test_an_optimized_table_compacts_to_nothing_more(spark, tmp_path, monkeypatc
     assert sorted(len(b) for b in bins) == [3, 3, 3, 3]  # 7 files a partition: 3 + 3 (+ 1 left alone)
     table = DeltaTable.forPath(spark, str(path))
     replay = "spark.deltaspark.replay.driverMaxBytes"
-    if not on_driver:
+    if route in ("collected-to-the-driver", "in-tasks"):
         spark.conf.set(replay, "0")
     try:
         with file_sizes(spark, max_size, 1 << 40):
@@ -219,7 +233,66 @@ def test_an_optimized_table_compacts_to_nothing_more(spark, tmp_path, monkeypatc
     assert first["numFilesAdded"] == len(bins)
     assert again["numFilesRemoved"] == 0 and again["numFilesAdded"] == 0
     assert table.snapshot().version == version  # nothing committed
-    assert held == ([12] if joined else [])  # the first call's 12 files joined on the driver
+    expected = {
+        "small-log-on-the-driver": {"held": [], "joined": [], "tasks": []},  # one SQL map
+        "held-files-joined-with-their-bins": {"held": [12], "joined": [], "tasks": []},
+        "collected-to-the-driver": {"held": [], "joined": [12], "tasks": []},  # 12 of 14 files rewritten
+        "in-tasks": {"held": [], "joined": [], "tasks": [1, 1]},  # both calls
+    }[route]
+    assert calls == expected
+    check_table(path)
+
+
+def test_bins_planned_on_the_driver_count_their_files_there(spark, tmp_path, monkeypatch):
+    """With the log replayed by Spark and more rewritten files than a commit collects
+    (`commit.driverFileActions`), the candidates' one collect gives the bins, their totals, the
+    read's listing and what the checksum counts of the removed files: no aggregate runs over the
+    removes, and the metrics and the checksum (deletion vectors' rows included) are still those
+    of a full replay."""
+    from deltaspark.transaction import checksum as checksum_module
+
+    path = tmp_path / "t"
+    properties = {"delta.enableDeletionVectors": "true"}
+    schema = "id long, part int"
+    for batch in range(3):
+        rows = [(batch * 1000 + i, i % 2) for i in range(200)]
+        first = {"properties": properties} if batch == 0 else {}
+        write(spark.createDataFrame(rows, schema).coalesce(1), str(path), partitionBy=["part"], **first)
+    table = DeltaTable.forPath(spark, str(path))
+    table.delete("id % 5 = 3")  # a DV on each of the 6 files: 20 of its 100 rows
+    rows_before, sizes_before = _rows_of(path), sum(a["size_bytes"] for a in _live_files(path).values())
+    aggregated: list[list[str]] = []
+    original = checksum_module.file_aggregates
+
+    def recording(files, dvs):
+        aggregated.append(files.columns)
+        return original(files, dvs)
+
+    monkeypatch.setattr(checksum_module, "file_aggregates", recording)
+    settings = {
+        "spark.deltaspark.replay.driverMaxBytes": "0",  # the log replayed by Spark, not held
+        "spark.deltaspark.commit.driverFileActions": "1",
+    }
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        metrics = table.optimize().executeCompaction().first()["metrics"]
+    finally:
+        for key in settings:
+            spark.conf.unset(key)
+    assert metrics["numFilesRemoved"] == 6 and metrics["numFilesAdded"] == 2  # a bin per partition
+    assert metrics["totalConsideredFiles"] == 6 and metrics["partitionsOptimized"] == 2
+    dv_stats = metrics["deletionVectorStats"]
+    assert dv_stats["numDeletionVectorsRemoved"] == 6 and dv_stats["numDeletionVectorRowsRemoved"] == 120
+    assert metrics["filesRemoved"]["totalSize"] == sizes_before
+    removes = [a["remove"] for a in _actions(path, table.snapshot().version) if "remove" in a]
+    assert len(removes) == 6 and all(r["dataChange"] is False and r["deletionVector"] for r in removes)
+    assert aggregated and not any("deletionTimestamp" in columns for columns in aggregated)  # adds only
+    version = table.snapshot().version
+    written = json.loads((path / "_delta_log" / f"{version:020d}.crc").read_text())
+    assert written == checksum_module.full_checksum(table.snapshot(), written.get("txnId"))
+    assert written["numDeletionVectorsOpt"] == 0 and written["numFiles"] == 2
+    assert _rows_of(path) == rows_before
     check_table(path)
 
 
@@ -332,6 +405,32 @@ def test_the_curve_cuts_files_at_the_same_exact_places_whatever_ran_before(spark
         spark.sparkContext.parallelize([0])  # later RDD ids: another seed
     assert layout() == first
     assert len(first) == 8 and all(abs(count - 375) <= 3 for _, count, _ in first), first
+
+
+def test_quantile_cuts_are_the_same_from_arrow_as_from_rows(spark, monkeypatch):
+    """The sampled keys arrive as Arrow columns and are sorted there (no Python object per value);
+    the cuts are the ones Python's own sort of the collected rows gives: nulls and NaN left out,
+    strings in code point order (UTF-8 bytes, as Arrow sorts them, order alike)."""
+    from deltaspark.operations.optimize import layout as layout_module
+
+    rng = random.Random(11)
+    words = ["a", "b", "z", "é", "ß", "Ω", "中", "😀", "ab", "Z", ""]
+    rows = [
+        (
+            None if i % 13 == 0 else float("nan") if i % 17 == 0 else rng.random() * 100,
+            None if i % 7 == 0 else rng.choice(words) + str(rng.randrange(50)),
+        )
+        for i in range(2000)
+    ]
+    frame = spark.createDataFrame(rows, "d double, s string")
+    keys = [F.col("d"), F.col("s")]
+    from_arrow = quantile_boundaries(frame, keys, 2000, 5)
+    monkeypatch.setattr(layout_module, "collect_arrow", lambda sample: None)
+    from_rows = quantile_boundaries(frame, keys, 2000, 5)
+    assert from_arrow == from_rows
+    numbers, strings = from_arrow
+    assert len(numbers) == 31 and not any(n != n for n in numbers)  # 2^5 ranges, no NaN cut
+    assert 20 <= len(strings) <= 31 and strings == sorted(strings)
 
 
 def test_optimize_isolation_refusals_and_the_cli(spark, tmp_path, capsys):

@@ -21,6 +21,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from deltaspark.operations.write import remove_of, removes_of
 from deltaspark.read.scan import listing_columns
 from deltaspark.spark_compat import is_local, local_frame, persist_sized, sql_in
+from deltaspark.transaction.checksum import aggregate_dicts
 from deltaspark.transaction.transaction import Transaction, driver_file_actions, rendered_removes
 
 
@@ -65,6 +66,12 @@ def _input(total: Total, index: int) -> Column:
 
 def _held_totals(rows: list[Row], totals: tuple[Total, ...]) -> dict[str, Any]:
     return {t.name: t.of([r[f"__total_{i}"] for r in rows]) for i, t in enumerate(totals)}
+
+
+def held_totals(rows: list[Row], totals: tuple[Total, ...]) -> dict[str, Any]:
+    """`totals` of files collected already (`rows` with a field named by each total's column)."""
+    columns = dict(zip(rows[0].__fields__, zip(*rows, strict=True), strict=True)) if rows else {}
+    return {t.name: t.of(list(columns.get(t.column, ())) if t.column else [1] * len(rows)) for t in totals}
 
 
 def totals_of(frame: DataFrame, totals: tuple[Total, ...]) -> dict[str, Any]:
@@ -142,6 +149,7 @@ class FileSet:
     totals: dict[str, Any]
     removes: DataFrame
     held: list[Row] | None
+    listing: list[Row] | None = None  # the read's listing, collected with the totals, when not held
 
     @classmethod
     def of(
@@ -152,18 +160,25 @@ class FileSet:
         size_bytes: int | None,
         totals: tuple[Total, ...] = FILE_TOTALS,
         data_change: bool = True,
+        known: dict[str, Any] | None = None,
+        listing: list[Row] | None = None,
     ) -> FileSet:
         """The files of `frame` (cached, sized by `size_bytes`, unless held on the driver; added to
         `cached` for the caller to release), their `totals`, and their removes (at `now_ms`,
-        `data_change`) and listing, held when few."""
+        `data_change`) and listing, held when few.
+
+        `known`: their `totals` computed already on the driver, with their read `listing`
+        (`read.scan.listing_columns`). Many files are then neither cached nor totalled again (their
+        removes are rendered by Spark at commit); few are collected once, for their lines."""
+        limit = driver_file_actions(frame.sparkSession)
+        if known is not None and int(known[totals[0].name] or 0) > limit:
+            return cls(frame, known, removes_of(frame, now_ms, data_change), None, listing)
         frame = persist_sized(frame, size_bytes)
         cached.append(frame)
-        listing = ["line", *listing_columns(frame)]
+        columns = ["line", *listing_columns(frame)]
         lined = rendered_removes(frame.withColumn("remove", remove_of(now_ms, data_change)))
-        limit = driver_file_actions(frame.sparkSession)
-        values, held = totals_and_rows(lined, totals, listing, False, limit)
-        removes = removes_of(frame, now_ms, data_change)
-        return cls(frame, values, removes, held)
+        values, held = totals_and_rows(lined, totals, columns, known is not None, limit)
+        return cls(frame, values, removes_of(frame, now_ms, data_change), held, listing)
 
     @classmethod
     def among(
@@ -201,10 +216,16 @@ class FileSet:
 
     @property
     def listed(self) -> list[Row] | None:
-        """What `read_files` collects of these files, when held (pass as its `listed`)."""
-        return self.held
+        """What `read_files` collects of these files, when held or known (pass as its `listed`)."""
+        return self.held if self.held is not None else self.listing
 
     def remove_from(self, txn: Transaction) -> None:
-        """Their `remove` actions added to `txn`: the lines held, or the frame's rows."""
+        """Their `remove` actions added to `txn`: the lines held, or the frame's rows (with what the
+        checksum counts of them, when their listing is known)."""
         lines = [r["line"] for r in self.held] if self.held is not None else None
-        txn.removeFiles(self.removes, self.count("files"), lines)
+        aggregates = None
+        if lines is None and self.listing is not None:
+            dv = [{"cardinality": r["deleted"]} if r["hasDv"] else None for r in self.listing]
+            files = [{"size": r["size"], "deletionVector": d} for r, d in zip(self.listing, dv, strict=True)]
+            aggregates = aggregate_dicts(files)
+        txn.removeFiles(self.removes, self.count("files"), lines, aggregates)

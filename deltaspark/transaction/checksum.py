@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+from bisect import bisect_right
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -300,11 +301,8 @@ def aggregate_dicts(files: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _py_bin(value: int, bounds: tuple[int, ...]) -> int:
-    index = 0
-    for i, bound in enumerate(bounds):
-        if value >= bound:
-            index = i
-    return index
+    """The bin holding `value`: the last bound at or below it (the bounds ascend from 0)."""
+    return max(0, bisect_right(bounds, value) - 1)
 
 
 def negated(part: dict[str, Any]) -> dict[str, Any]:

@@ -149,6 +149,7 @@ class Transaction:
         self._actions: list[dict[str, Any]] = []
         self._adds: DataFrame | None = None
         self._removes: DataFrame | None = None
+        self._removed_aggregates: dict[str, Any] | None = None  # of `_removes`, when known
         # Adds collected to the driver: (their line as Spark renders it, the action, num_records).
         self._driver_adds: list[tuple[str, dict[str, Any], int | None]] = []
         self._reads = TransactionReads(snapshot, WRITE_SERIALIZABLE, True, False, False)
@@ -220,11 +221,16 @@ class Transaction:
         self._adds = adds if self._adds is None else self._adds.unionByName(adds)
 
     def removeFiles(
-        self, removes: DataFrame, count: int | None = None, lines: list[str] | None = None
+        self,
+        removes: DataFrame,
+        count: int | None = None,
+        lines: list[str] | None = None,
+        aggregates: dict[str, Any] | None = None,
     ) -> None:
         """`remove` actions as a DataFrame with a `remove` struct column; `count` as for `addFiles`;
         `lines`, when the caller has already collected them (`rendered_removes`): `removes` is not
-        read."""
+        read. `aggregates`: what the checksum counts of them (`checksum.aggregate_dicts`), when the
+        caller knows it already: the commit's checksum then runs no job over `removes`."""
         small = sum(1 for a in self._actions if "remove" in a)
         if lines is None and self._fits_driver(count, small):
             lines = [row["line"] for row in rendered_removes(removes).collect()]
@@ -232,7 +238,12 @@ class Transaction:
             self._actions += [json.loads(line) for line in lines]
             return
         removes = removes.select(_in_schema_order(removes, "remove", schemas.REMOVE).alias("remove"))
-        self._removes = removes if self._removes is None else self._removes.unionByName(removes)
+        first = self._removes is None
+        self._removes = removes if first else self._removes.unionByName(removes)
+        known = aggregates is not None and (first or self._removed_aggregates is not None)
+        self._removed_aggregates = (
+            C.combine(self._removed_aggregates or C.aggregate_dicts([]), aggregates) if known else None
+        )
 
     def _fits_driver(self, count: int | None, held: int) -> bool:
         """Whether `count` more file actions (beside `held` already on the driver) are few enough
@@ -429,7 +440,10 @@ class Transaction:
                 if self._adds is not None:
                     added = C.combine(added, C.file_aggregates(self._adds.select("add.*"), dvs))
                 if self._removes is not None:
-                    removed = C.combine(removed, C.file_aggregates(self._removes.select("remove.*"), dvs))
+                    removed = C.combine(
+                        removed,
+                        self._removed_aggregates or C.file_aggregates(self._removes.select("remove.*"), dvs),
+                    )
                 empty = {
                     "txnId": None,
                     "numFiles": 0,

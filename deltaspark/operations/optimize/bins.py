@@ -1,8 +1,9 @@
 """Which files OPTIMIZE rewrites, and which of them go into one new file (bin-packing).
 
-The packing is one Python function (`assign_bins`): the driver runs it over the files of a small
-log (held there already), Python tasks over each partition's files otherwise, so a table of any
-number of files is planned on the cluster and the driver holds totals only.
+The packing is one Python function (`assign_bins`): the driver runs it over the candidates' few
+columns (held there already for a small log, collected by one job otherwise) up to as many files
+as a read lists on the driver, and Python tasks run it over each partition's files beyond, so a
+table of any number of files is planned on the cluster.
 
 - Compaction: a file is a candidate when it is smaller than `minFileSize`, or when its deletion
   vector marks more than `maxDeletedRowsRatio` of its rows (delta-spark's rules and settings).
@@ -21,14 +22,23 @@ number of files is planned on the cluster and the driver holds totals only.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField, StructType
 
 from deltaspark.errors import InvalidArgumentError
-from deltaspark.spark_compat import check_python_workers, conf_get, held_frame, is_local, persist_sized
+from deltaspark.read.scan import DEFAULT_MAX_DRIVER_FILES, MAX_DRIVER_FILES_CONF, listing_columns
+from deltaspark.spark_compat import (
+    check_python_workers,
+    conf_get,
+    held_frame,
+    is_local,
+    local_frame,
+    persist_sized,
+)
 
 MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
 MIN_FILE_SIZE_CONF = "spark.databricks.delta.optimize.minFileSize"
@@ -80,17 +90,18 @@ def assign_bins(
     the bin above `max_file_size`, when it starts the next one (so a bin never exceeds it unless a
     lone file does, and compacting again changes nothing). A curve's group is the whole partition.
     Yields `(path, group within its partition, files in the group, files with a DV in it)`."""
-    group: list[tuple[str, bool]] = []
+    group: list[str] = []
     key: str | None = None
-    index = size = 0
+    index = size = dvs = 0
     for partition, file_size, path, has_dv in files:
         if partition != key or (not curve and group and size + file_size > max_file_size):
-            yield from ((p, index, len(group), sum(d for _, d in group)) for p, _ in group)
+            yield from ((p, index, len(group), dvs) for p in group)
             index = 0 if partition != key else index + 1
-            key, group, size = partition, [], 0
-        group.append((path, has_dv))
+            key, group, size, dvs = partition, [], 0, 0
+        group.append(path)
         size += file_size
-    yield from ((p, index, len(group), sum(d for _, d in group)) for p, _ in group)
+        dvs += bool(has_dv)
+    yield from ((p, index, len(group), dvs) for p in group)
 
 
 def _groups_in_tasks(max_file_size: int, curve: bool):  # noqa: ANN202 - a mapInArrow function
@@ -145,30 +156,82 @@ def _candidates(files: DataFrame, kind: str, sizes: BinSizes) -> DataFrame:
     )
 
 
-def binned_files(
-    files: DataFrame, kind: str, sizes: BinSizes, cached: list[Any], size_bytes: int | None
-) -> DataFrame:
-    """The files (rows of `snapshot.files()`) that `kind` rewrites, each with its `BIN` (dense,
-    from 0, in partition order) and its `PARTITION` key. Files held on the driver (a small log's)
-    are binned there and stay held; others by Python tasks over each partition's files, sorted,
-    whose answer is cached (sized by `size_bytes`, the files' estimate; added to `cached` for the
-    caller to release): the files and their bin numbers both come from it, and without the cache
-    each ran the Python tasks (1.4 s of a 20,000-file compaction)."""
+@dataclass(frozen=True)
+class BinPlan:
+    """The files OPTIMIZE rewrites (`files`: rows of `snapshot.files()` with their `BIN` and
+    `PARTITION`) and, when the driver planned the bins, each of them as collected there (`rows`:
+    the read's listing columns, the columns asked for, `PARTITION` and `BIN`), from which the
+    caller takes their totals and the read its listing without another job."""
+
+    files: DataFrame
+    rows: list[Row] | None = None
+
+
+def plan_bins(
+    files: DataFrame,
+    kind: str,
+    sizes: BinSizes,
+    cached: list[Any],
+    size_bytes: int | None,
+    columns: Iterable[str] = (),
+) -> BinPlan:
+    """Which of `files` (rows of `snapshot.files()`) `kind` rewrites, and in which bin (dense, from
+    0, in partition order). The candidates' few columns the packing needs are collected (no job
+    when they are held on the driver already, a small log's; one otherwise) and packed there by
+    `assign_bins`, up to `spark.deltaspark.read.maxDriverFiles` candidates (200,000, as many as a
+    read lists on the driver); `columns` of `files` are collected with them. The chosen files are
+    then the held ones narrowed to their bins, or `files` (cached by the caller) joined with a
+    local relation of their paths and bins. More candidates are packed by Python tasks over each
+    partition's files, sorted, whose answer is cached (sized by `size_bytes`, the files' estimate;
+    added to `cached` for the caller to release)."""
     curve = kind in CURVE_KINDS
     candidates = _candidates(files, kind, sizes)
+    limit = int(conf_get(files.sparkSession, MAX_DRIVER_FILES_CONF, str(DEFAULT_MAX_DRIVER_FILES)))
+    listing = listing_columns(candidates)
+    listed = candidates.select(*listing).columns
+    asked = [c for c in dict.fromkeys(columns) if c not in {*listed, BIN, PARTITION}]
+    held = is_local(candidates)
+    collected = candidates.select(*listing, *[F.col(c).alias(c) for c in asked], F.col(PARTITION))
+    rows = collected.limit(limit + 1).collect()
+    if len(rows) <= limit:
+        names = [*listed, *asked, PARTITION]
+        at = {name: i for i, name in enumerate(names)}  # a Row's field by name is a list search
+        part, size, path, has_dv = at[PARTITION], at["size"], at["path"], at["hasDv"]
+        inputs = sorted((r[part], r[size], r[path], r[has_dv]) for r in rows)
+        kept = _kept(assign_bins(inputs, sizes.max_file_size, curve), curve, inputs)
+        chosen_row = Row(*names, BIN)
+        chosen = [chosen_row(*r, kept[r[path]]) for r in rows if r[path] in kept]
+        if not kept:
+            return BinPlan(candidates.where(F.lit(False)).withColumn(BIN, F.lit(None).cast("int")), [])
+        frame = _held_bins(candidates, kept) if held else _joined_bins(candidates, kept)
+        if frame is not None:
+            return BinPlan(frame, chosen)
+    return BinPlan(_bins_in_tasks(candidates, curve, sizes, cached, size_bytes))
+
+
+def _joined_bins(candidates: DataFrame, kept: dict[str, int]) -> DataFrame:
+    """`candidates` narrowed to the `kept` paths, with their bins: a join with the paths and bins
+    held on the driver (broadcast: a few bytes a file)."""
+    bins = local_frame(
+        candidates.sparkSession,
+        {"__path": list(kept), BIN: list(kept.values())},
+        f"__path string, {BIN} int",
+    )
+    return candidates.join(F.broadcast(bins), candidates["path"] == bins["__path"]).drop("__path")
+
+
+def _bins_in_tasks(
+    candidates: DataFrame, curve: bool, sizes: BinSizes, cached: list[Any], size_bytes: int | None
+) -> DataFrame:
+    """`plan_bins` by Python tasks over each partition's candidates, for more than the driver
+    collects."""
     inputs = [
         F.col(PARTITION).alias("partition"),
         F.col("size"),
         F.col("path"),
         F.col("deletionVector").isNotNull().alias("has_dv"),
     ]
-    if is_local(candidates):
-        rows = sorted(candidates.select(*inputs).collect(), key=lambda r: (r[0], r[1], r[2]))
-        kept = _kept(assign_bins(rows, sizes.max_file_size, curve), curve, rows)
-        held = _held_bins(candidates, kept)
-        if held is not None:
-            return held
-    check_python_workers(files.sparkSession)
+    check_python_workers(candidates.sparkSession)
     assigned = persist_sized(
         candidates.select(*inputs)
         .repartition(F.col("partition"))
@@ -191,9 +254,10 @@ def binned_files(
     return chosen.join(numbered, [PARTITION, "__group"]).drop("__group", "__files", "__dvs")
 
 
-def _kept(assigned: Iterator[Any], curve: bool, rows: list[Any]) -> dict[str, int]:
-    """Each rewritten file's dense bin number (in partition, then group order), from `assign_bins`:
-    a bin of one file without a DV is left alone (its file would be rewritten as it is)."""
+def _kept(assigned: Iterator[Any], curve: bool, rows: list[tuple[str, int, str, bool]]) -> dict[str, int]:
+    """Each rewritten file's dense bin number (in partition, then group order), from `assign_bins`
+    over `rows`: a bin of one file without a DV is left alone (its file would be rewritten as it
+    is)."""
     partition_of = {r[2]: r[0] for r in rows}
     groups = [(partition_of[p], g, p) for p, g, n, dvs in assigned if curve or n > 1 or dvs > 0]
     numbers = {key: i for i, key in enumerate(sorted({(part, g) for part, g, _ in groups}))}
@@ -206,8 +270,6 @@ def _held_bins(candidates: DataFrame, kept: dict[str, int]) -> DataFrame | None:
     their bins here, since Spark evaluates such a map's literal anew for every row when it folds it
     (5,000 files: 10 s of planning, 20,000: over three minutes). None when a path cannot be written
     as a plain SQL literal (few files) - Spark's route bins them."""
-    if not kept:
-        return candidates.where(F.lit(False)).withColumn(BIN, F.lit(None).cast("int"))
     if len(kept) > HELD_MAP_FILES:
         rows = [(*r, kept[r["path"]]) for r in candidates.collect() if r["path"] in kept]
         schema = StructType([*candidates.schema.fields, StructField(BIN, IntegerType())])

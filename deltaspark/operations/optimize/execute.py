@@ -25,7 +25,7 @@ from deltaspark.features.clustering import PROVIDER, clustering_fields
 from deltaspark.features.expressions import resolve_expression
 from deltaspark.features.row_tracking import is_enabled as row_tracking_enabled
 from deltaspark.operations.delete import materialized_row_tracking
-from deltaspark.operations.file_set import FILE_TOTALS, FileSet, Total, totals_of
+from deltaspark.operations.file_set import FILE_TOTALS, FileSet, Total, held_totals, totals_of
 from deltaspark.operations.file_stats import check_layout_statistics
 from deltaspark.operations.optimize.bins import (
     BIN,
@@ -36,7 +36,7 @@ from deltaspark.operations.optimize.bins import (
     PURGE,
     ZORDER,
     BinSizes,
-    binned_files,
+    plan_bins,
 )
 from deltaspark.operations.optimize.layout import (
     SAMPLE_ROWS,
@@ -254,8 +254,14 @@ def _metrics(request: _Request, totals: _Totals, considered_files: int) -> dict[
 
 def _run(request: _Request, considered: DataFrame, cached: list[Any]) -> OptimizeOutcome:
     now = int(time.time() * 1000)
-    chosen = binned_files(considered, request.kind, request.sizes, cached, request.snapshot.stateBytes)
-    binned = FileSet.of(chosen, now, cached, request.snapshot.stateBytes, _TOTALS, data_change=False)
+    size_bytes = request.snapshot.stateBytes
+    inputs = [t.column for t in _TOTALS if t.column]
+    plan = plan_bins(considered, request.kind, request.sizes, cached, size_bytes, inputs)
+    # bins planned on the driver give their files' totals and listing there: no aggregate, no job
+    known = held_totals(plan.rows, _TOTALS) if plan.rows is not None else None
+    binned = FileSet.of(
+        plan.files, now, cached, size_bytes, _TOTALS, data_change=False, known=known, listing=plan.rows
+    )
     totals = _Totals.of(binned)
     metrics = _metrics(request, totals, totals_of(considered, (Total("files", "count"),))["files"])
     if not totals.files:
@@ -281,7 +287,7 @@ def _run(request: _Request, considered: DataFrame, cached: list[Any]) -> Optimiz
         txn.readPredicate(request.where)
     txn.readFiles(binned.frame)
     binned.remove_from(txn)
-    written = _rewrite(request, binned, totals)
+    written = _rewrite(request, binned, totals, plan.rows)
     cached.append(written)
     adds, lines = _unchanged(written, request.spark, PROVIDER if request.kind == CLUSTER else None)
     txn.addFiles(adds, written.files, lines)  # type: ignore[arg-type]
@@ -296,9 +302,10 @@ def _run(request: _Request, considered: DataFrame, cached: list[Any]) -> Optimiz
     return OptimizeOutcome(commit, metrics)
 
 
-def _rewrite(request: _Request, chosen: FileSet, totals: _Totals) -> WrittenFiles:
+def _rewrite(request: _Request, chosen: FileSet, totals: _Totals, planned: list[Any] | None) -> WrittenFiles:
     """The chosen files' rows (deletion vectors applied, row ids and commit versions kept), laid
-    out as the kind says, written as new data files."""
+    out as the kind says, written as new data files. `planned`: the chosen files with their `BIN`
+    and `size`, when the driver planned the bins."""
     snapshot, kind = request.snapshot, request.kind
     tracked = row_tracking_enabled(snapshot.protocol, snapshot.metadata)
     hidden: tuple[str, ...] = materialized_row_tracking(snapshot) if tracked else ()
@@ -324,9 +331,15 @@ def _rewrite(request: _Request, chosen: FileSet, totals: _Totals) -> WrittenFile
         keys = [sort_key(F.col(f"`{c}`"), snapshot.schema[c].dataType) for c in request.columns]
         boundaries = quantile_boundaries(rows, [key for key, _ in keys], live, bits)
         ranks = [rank_of(key, numeric, cuts) for (key, numeric), cuts in zip(keys, boundaries, strict=True)]
-        per_partition = binned.groupBy(BIN).agg(F.sum("size").alias("size"))
-        wanted = files_for(F.col("size"), request.sizes.max_file_size)
-        files = int(per_partition.agg(F.sum(wanted)).first()[0])
+        # each group's bytes: from the bins' rows when the driver planned them, else one job
+        per_group: dict[int, int] = {}
+        if planned is not None:
+            for file in planned:
+                per_group[file[BIN]] = per_group.get(file[BIN], 0) + (file["size"] or 0)
+        else:
+            grouped = binned.groupBy(BIN).agg(F.sum("size").alias("size")).collect()
+            per_group = {r[BIN]: int(r["size"] or 0) for r in grouped}
+        files = sum(files_for(size, request.sizes.max_file_size) for size in per_group.values())
         laid = along_curve(rows, list(snapshot.partitionColumns), ranks, files, bits)
         # the files' boundaries on the curve from as many rows as the quantiles (all, when few)
         sampled = range_sample(request.spark, min(live, SAMPLE_ROWS), files)

@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 )
 
 from deltaspark.operations.optimize.bins import BIN
-from deltaspark.spark_compat import local_frame
+from deltaspark.spark_compat import collect_arrow, local_frame
 
 KEY = "__deltaspark_task_key"
 _KEYS = StructType([StructField(BIN, IntegerType()), StructField(KEY, LongType())])
@@ -111,14 +111,33 @@ def quantile_boundaries(rows: DataFrame, keys: list[Column], total_rows: int, bi
     sample = rows.select(*[key.alias(f"k{i}") for i, key in enumerate(keys)])
     if fraction < 1.0:
         sample = sample.sample(fraction=fraction, seed=17)
-    values = sample.collect()
     ranges = 2**bits
+    table = collect_arrow(sample)  # columns, sorted by Arrow: no Python object per sampled value
+    if table is not None:
+        columns = [_arrow_sorted(table.column(i)) for i in range(len(keys))]
+    else:
+        values = sample.collect()
+        columns = [
+            sorted(v[i] for v in values if v[i] is not None and v[i] == v[i])  # no NaN
+            for i in range(len(keys))
+        ]
     result = []
-    for index in range(len(keys)):
-        ordered = sorted(v[index] for v in values if v[index] is not None and v[index] == v[index])  # no NaN
-        cuts = [ordered[(i * len(ordered)) // ranges] for i in range(1, ranges)] if ordered else []
+    for ordered in columns:
+        cuts = [ordered[(i * len(ordered)) // ranges] for i in range(1, ranges)] if len(ordered) else []
         result.append(sorted(set(cuts)))
     return result
+
+
+def _arrow_sorted(column: Any) -> list[Any]:
+    """A sampled key's values without nulls and NaN, in order (as Python's `sorted` orders them:
+    numbers by value, strings by code point, which UTF-8 bytes order alike)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = column.drop_null()
+    if pa.types.is_floating(values.type):
+        values = values.filter(pc.invert(pc.is_nan(values)))
+    return values.take(pc.sort_indices(values)).to_pylist()
 
 
 def rank_of(key: Column, numeric: bool, cuts: list[Any]) -> Column:
@@ -170,6 +189,6 @@ def along_curve(rows: DataFrame, groups: list[str], ranks: list[Column], files: 
     return laid.drop(CURVE)
 
 
-def files_for(size: Column, max_file_size: int) -> Column:
+def files_for(size: int, max_file_size: int) -> int:
     """How many files of at most `max_file_size` bytes `size` bytes need (at least one)."""
-    return F.greatest(F.lit(1), F.ceil(size / F.lit(max_file_size))).cast("long")
+    return max(1, -(-size // max_file_size))
