@@ -14,12 +14,12 @@ Tables (written once by Spark):
 
 For each run: seconds of the call (the first call of a process, then the better of two more on
 fresh copies in the same process for deltaspark: `warm_seconds`, as plain Spark's figure is the
-better of two), files and bytes before and after, peak memory of
-the process tree. After a Z-order, the fraction of files a point lookup and a 1% range filter on
-each column would read (the files whose min/max statistics admit the value), averaged over 50
-probes, from each table's own log. `spark_plain_seconds`: in the deltaspark process, the same
-rewrite as plain Spark at its best (the directory read as parquet, small files packed into few
-tasks, repartitioned, written; no log, no statistics).
+better of two; one call varies by up to 2.5 s on a 2-core machine), files and bytes before and
+after, peak memory of the process tree. After a Z-order, the fraction of files a point lookup
+and a 1% range filter on each column would read (the files whose min/max statistics admit the
+value), averaged over 50 probes, from each table's own log. `spark_plain_seconds`: in the
+deltaspark process, the same rewrite as plain Spark at its best (the directory read as parquet,
+small files packed into few tasks, repartitioned, written; no log, no statistics).
 Nothing here runs in CI.
 """
 

@@ -255,9 +255,10 @@ def local_frame(spark: SparkSession, columns: dict[str, list[Any]], schema: Any)
 
 def collect_arrow(frame: Any) -> Any | None:
     """`frame`'s rows as a pyarrow Table, with no Python object made per value (Spark 4's
-    `toArrow`; Spark 3.5's Arrow collect on a classic session): 200,000 rows of two columns
-    arrive in about a tenth of the time `collect()` takes. None where neither is at hand (Spark
-    3.5 over Connect) or the rows are none: the caller collects them."""
+    `toArrow`; Spark 3.5's Arrow collect on a classic session): OPTIMIZE's Z-order sample of
+    200,000 rows cost the driver 1.7 s after its job as `Row`s, 0.75 s this way (sorted by Arrow
+    too). None where neither is at hand (Spark 3.5 over Connect) or there are no rows: the caller
+    collects them."""
     import pyarrow as pa
 
     if spark_version(frame.sparkSession) >= (4, 0):
