@@ -630,3 +630,50 @@ def test_a_cached_source_within_the_bound_is_broadcast_to_the_join(spark, tmp_pa
     finally:
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
         spark.conf.unset(execute.BROADCAST_SOURCE_CONF)
+
+
+@pytest.mark.parametrize("dvs", [False, True], ids=["copy-on-write", "deletion-vectors"])
+def test_a_merge_finds_its_files_by_their_logged_paths_however_spelled(spark, tmp_path, dvs):
+    """The merge reads the target naming each row's file as the scan does, and finds the logged
+    path of the files it changes afterwards (`tie_to_files`): files logged with an escape, as an
+    absolute `file:` URI or plainly are each updated, given a DV or removed under the path the log
+    gives them, and no row is lost or doubled."""
+    import pyarrow as pa
+
+    from tests.log_builder import LogBuilder, metadata, protocol, write_parquet
+
+    log = LogBuilder(tmp_path / "t")
+    names = {"plain.parquet": [1, 2, 3], "a b.parquet": [4, 5, 6], "abs.parquet": [7, 8, 9]}
+    entries = {
+        n: write_parquet(log.root, n, pa.table({"id": pa.array(v, pa.int64()), "part": ["x"] * 3}))
+        for n, v in names.items()
+    }
+    entries["a b.parquet"]["add"]["path"] = "a%20b.parquet"
+    entries["abs.parquet"]["add"]["path"] = "file://" + str(log.root / "abs.parquet")
+    if dvs:
+        features = protocol(3, 7, ["deletionVectors"], ["deletionVectors"])
+        log.commit(
+            0, features, metadata(configuration={"delta.enableDeletionVectors": "true"}), *entries.values()
+        )
+    else:
+        log.commit(0, protocol(), metadata(), *entries.values())
+    source = spark.createDataFrame([(2, "u"), (5, "u"), (8, "u"), (10, "new")], "id long, part string")
+    table = DeltaTable.forPath(spark, log.path)
+    metrics = (
+        table.alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+        .first()
+    )
+    assert (metrics["num_updated_rows"], metrics["num_inserted_rows"]) == (3, 1)
+    rows = sorted((r["id"], r["part"]) for r in DeltaTable.forPath(spark, log.path).toDF().collect())
+    assert rows == [(i, "u" if i in (2, 5, 8) else "new" if i == 10 else "x") for i in range(1, 11)]
+    commit = [
+        json.loads(line) for line in (log.root / "_delta_log" / f"{1:020d}.json").read_text().splitlines()
+    ]
+    removed = sorted(a["remove"]["path"] for a in commit if "remove" in a)
+    assert removed == sorted(e["add"]["path"] for e in entries.values())
+    given_dvs = sorted(a["add"]["path"] for a in commit if "add" in a and a["add"].get("deletionVector"))
+    assert given_dvs == (removed if dvs else [])

@@ -633,3 +633,48 @@ def test_a_row_tied_to_no_file_fails_the_read_whatever_the_query_keeps(spark, lo
     ids = DeltaTable.forPath(spark, tracked).toDF(rowTracking=True)
     with pytest.raises(Exception, match="deltaspark: data file not in the snapshot"):
         ids.where("_metadata.row_id = 1").select("id").collect()
+
+
+@pytest.mark.parametrize("route", ["driver listing", "distributed"])
+def test_located_rows_are_tied_to_their_logged_paths(spark, log, route):
+    """`read_files(locate=True)` names each row's file as the scan does; `tie_to_files` turns that
+    into the path the log gives the file - whatever its spelling there (an escape, an absolute
+    `file:` URI, plain) - and fails, naming the file, for a row whose file the list does not
+    hold, also where a join on the tied path would otherwise drop the row unseen."""
+    from pyspark.sql import functions as F
+
+    from deltaspark.read.scan import LOCATION, read_files, tie_to_files
+
+    ids = {"plain.parquet": [1, 2], "a b.parquet": [3, 4], "abs.parquet": [5, 6]}
+    entries = {
+        name: write_parquet(log.root, name, pa.table({"id": pa.array(v, pa.int64())}))
+        for name, v in ids.items()
+    }
+    entries["a b.parquet"]["add"]["path"] = "a%20b.parquet"
+    entries["abs.parquet"]["add"]["path"] = "file://" + str(log.root / "abs.parquet")
+    log.commit(0, protocol(), metadata(), *entries.values())
+    logged = {name: e["add"]["path"] for name, e in entries.items()}
+    if route == "distributed":
+        spark.conf.set("spark.deltaspark.read.maxDriverFiles", "0")
+    try:
+        snapshot = DeltaTable.forPath(spark, log.path).snapshot()
+        rows = read_files(snapshot, snapshot.files(), locate=True, keep_row_index=True)
+        tied = tie_to_files(rows.where("id % 2 = 0"), snapshot.files(), snapshot.tableRoot, "file")
+        got = sorted((r["id"], r["file"], r["_row_index"]) for r in tied.collect())
+        assert got == [
+            (2, logged["plain.parquet"], 1),
+            (4, logged["a b.parquet"], 1),
+            (6, logged["abs.parquet"], 1),
+        ]
+        assert LOCATION not in tied.columns
+
+        # a file missing from the list: its rows fail, with or without a join on the path after
+        fewer = snapshot.files().where(F.col("path") != logged["a b.parquet"])
+        lost = tie_to_files(rows, fewer, snapshot.tableRoot, "file")
+        with pytest.raises(Exception, match="deltaspark: data file not in the snapshot: .*a(%20| )b.parquet"):
+            lost.collect()
+        joined = fewer.join(lost.select(F.col("file").alias("path")).distinct(), "path")
+        with pytest.raises(Exception, match="deltaspark: data file not in the snapshot"):
+            joined.collect()
+    finally:
+        spark.conf.unset("spark.deltaspark.read.maxDriverFiles")

@@ -86,7 +86,8 @@ def write_deletion_vectors(
     candidate_count: int,
     candidate_records: int | None = None,
 ) -> DeletionVectorUpdate:
-    """DV files for `matched` rows (`path` as in the log, `row_index`) of `candidates` (rows of
+    """DV files for `matched` rows (`path`: the file's path in the log or its location as a scan
+    names it - both keyed by their canonical path -, `row_index`) of `candidates` (rows of
     `Snapshot.files()`); every candidate must carry `stats.numRecords`, as the protocol requires
     of files with a DV. `candidate_records`: the candidates' rows in all, which bounds the DV
     bytes (`dv_bytes_bound`): within `DRIVER_DV_BYTES_CONF` the driver writes the DV files."""

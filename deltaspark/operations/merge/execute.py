@@ -100,7 +100,7 @@ from deltaspark.operations.write import (
     with_identity_values,
     write_data_files,
 )
-from deltaspark.read.scan import read_files
+from deltaspark.read.scan import LOCATION, read_files, tie_to_files
 from deltaspark.snapshot import Snapshot
 from deltaspark.spark_compat import (
     conf_get,
@@ -132,8 +132,8 @@ DEFAULT_BROADCAST_SOURCE_BYTES = "64MB"
 # timestamps with a time zone: collected as local wall-clock times, which a daylight-saving change
 # can put out of order).
 _ORDERED_TYPES = (IntegralType, DecimalType, BooleanType, DateType, TimestampNTZType)
-_CHANGED_ROWS = StructType([StructField(FILE_COLUMN, StringType()), StructField(ROW_INDEX, LongType())])
-_TOUCHED = StructType([StructField("__touched", StringType())])
+_CHANGED_ROWS = StructType([StructField(LOCATION, StringType()), StructField(ROW_INDEX, LongType())])
+_TOUCHED = StructType([StructField(LOCATION, StringType())])
 
 
 @dataclass
@@ -407,7 +407,7 @@ class _Plan:
         if files is None:
             fields = [
                 *schema.fields,
-                StructField(FILE_COLUMN, StringType()),
+                StructField(LOCATION, StringType()),
                 StructField("_row_index", LongType()),
             ]
             if tracked:
@@ -419,10 +419,10 @@ class _Plan:
         else:
             rows = read_files(
                 self.snapshot,
-                files.withColumn(FILE_COLUMN, F.col("path")),
+                files,
                 row_tracking=tracked,
-                carry=[FILE_COLUMN],
                 keep_row_index=True,
+                locate=True,
                 listed=listed,
             )
         table = [F.col(quote(f.name)) for f in schema.fields]
@@ -436,7 +436,7 @@ class _Plan:
         )
         return rows.select(
             *table,
-            F.col(FILE_COLUMN),
+            F.col(LOCATION),
             F.col("_row_index").alias(ROW_INDEX),
             *tracking,
             F.struct(*table).alias(TARGET_ROW),
@@ -505,13 +505,15 @@ class _Plan:
         key = (
             F.struct(*[F.col(f"{quote(self.alias)}.{quote(p.target)}").alias(p.target) for p in self.pairs])
             if self.pairs
-            else F.struct(F.col(FILE_COLUMN).alias("file"), F.col(ROW_INDEX).alias("row"))
+            else F.struct(F.col(LOCATION).alias("file"), F.col(ROW_INDEX).alias("row"))
         )
         keys = [p.source.alias(f"__k{i}") for i, p in enumerate(self.pairs)] if self.keyed else []
         # One pass over the candidates: the matched pairs and the target rows a
         # not-matched-by-source clause changes (kept when the inserts need the matched keys too).
+        # Each pair's file as the scan names it: its path in the log is found for the touched files
+        # alone (`tie_to_files`), not joined to every row read.
         narrow = joined.where(here | F.col(CLAUSE).isNotNull()).select(
-            FILE_COLUMN, ROW_INDEX, CLAUSE, here.alias("__matched"), key.alias("key"), *keys
+            LOCATION, ROW_INDEX, CLAUSE, here.alias("__matched"), key.alias("key"), *keys
         )
         # a pair per matched source row (and, by source, the target rows those clauses change)
         kinds = [
@@ -539,7 +541,7 @@ class _Plan:
                 narrow = persist_sized(narrow, size, StorageLevel.MEMORY_AND_DISK)
                 self.cached.append(narrow)
                 self.matched_keys = narrow.where("__matched").select(*[f"__k{i}" for i in range(len(keys))])
-            per_row = narrow.groupBy(FILE_COLUMN, ROW_INDEX).agg(
+            per_row = narrow.groupBy(LOCATION, ROW_INDEX).agg(
                 F.count(F.lit(1)).alias("pairs"),
                 F.count(CLAUSE).alias("changes"),
                 F.max(CLAUSE).alias("clause"),
@@ -560,8 +562,8 @@ class _Plan:
             if held is not None:
                 worst = next(r for r in held if r["changes"] > 1)
             else:
-                worst = per_row.where(changes > 1).select(FILE_COLUMN, ROW_INDEX, "changes").first()
-            at = (F.col(FILE_COLUMN) == worst[FILE_COLUMN]) & (F.col(ROW_INDEX) == worst[ROW_INDEX])
+                worst = per_row.where(changes > 1).select(LOCATION, ROW_INDEX, "changes").first()
+            at = (F.col(LOCATION) == worst[LOCATION]) & (F.col(ROW_INDEX) == worst[ROW_INDEX])
             key = narrow.where(at).select("key").first()[0]  # a second pass, on this error only
             raise MergeCardinalityError(self.table_path, _key_text(key), int(worst["changes"]))
         counts = [int(totals.get(f"kind{i}") or 0) for i in range(len(kinds))]
@@ -576,14 +578,14 @@ class _Plan:
         changed_rows = int(totals["changed"])
         if held is not None:  # the changed rows, as held on the driver
             marked = [r for r in held if r["changes"] > 0]
-            rows = {FILE_COLUMN: [r[FILE_COLUMN] for r in marked], ROW_INDEX: [r[ROW_INDEX] for r in marked]}
+            rows = {LOCATION: [r[LOCATION] for r in marked], ROW_INDEX: [r[ROW_INDEX] for r in marked]}
             changed_frame = local_frame(self.spark, rows, _CHANGED_ROWS)
-            files = sorted({r[FILE_COLUMN] for r in marked})
-            paths = local_frame(self.spark, {"__touched": files}, _TOUCHED)
+            files = sorted({r[LOCATION] for r in marked})
+            located = local_frame(self.spark, {LOCATION: files}, _TOUCHED)
         else:
-            changed_frame = per_row.where(changes > 0).select(FILE_COLUMN, ROW_INDEX)
-            paths = changed_frame.select(F.col(FILE_COLUMN).alias("__touched")).distinct()
-        touched = self._touched(paths) if changed_rows else None
+            changed_frame = per_row.where(changes > 0).select(LOCATION, ROW_INDEX)
+            located = changed_frame.select(LOCATION).distinct()
+        touched = self._touched(located) if changed_rows else None
         if touched is None:
             if self.inserts:
                 m["numTargetRowsInserted"] = self._write(self._inserted()).rows
@@ -604,9 +606,7 @@ class _Plan:
         a key cannot be held (then: Spark)."""
         names = [f"__k{i}" for i in range(keys)]
         rows = (
-            narrow.select(FILE_COLUMN, ROW_INDEX, CLAUSE, "__matched", *names)
-            .limit(DRIVER_ROWS + 1)
-            .collect()
+            narrow.select(LOCATION, ROW_INDEX, CLAUSE, "__matched", *names).limit(DRIVER_ROWS + 1).collect()
         )
         if len(rows) > DRIVER_ROWS:
             return None
@@ -622,10 +622,10 @@ class _Plan:
                 return None
         per: dict[tuple[str, int], dict[str, Any]] = {}
         for r in rows:
-            key = (r[FILE_COLUMN], r[ROW_INDEX])
+            key = (r[LOCATION], r[ROW_INDEX])
             row = per.get(key)
             if row is None:
-                row = {FILE_COLUMN: key[0], ROW_INDEX: key[1], "pairs": 0, "changes": 0, "clause": None}
+                row = {LOCATION: key[0], ROW_INDEX: key[1], "pairs": 0, "changes": 0, "clause": None}
                 per[key] = row
             row["pairs"] += 1
             if r[CLAUSE] is not None:
@@ -640,9 +640,12 @@ class _Plan:
                 row[f"__kind{i}"] = 1 if changed and row["clause"] in k else None
         return held
 
-    def _touched(self, paths: DataFrame) -> FileSet:
-        """The candidate files holding a changed row (their paths: `__touched`), with their totals."""
+    def _touched(self, located: DataFrame) -> FileSet:
+        """The candidate files holding a changed row (`LOCATION`: as the scan names them), with their
+        totals. Their paths in the log are found here (`tie_to_files`), for these files alone: a
+        changed row of a file the candidates do not hold fails the merge."""
         assert self.candidates is not None
+        paths = tie_to_files(located, self.candidates, self.snapshot.tableRoot, "__touched")
         touched = FileSet.among(self.candidates, paths, self.now, self.cached, self.snapshot.stateBytes)
         self.touched_files = touched.frame
         return touched
@@ -650,7 +653,8 @@ class _Plan:
     # ---- 4. the new files -------------------------------------------------------------------
     def _merge_on_read(self, touched: FileSet, changed: DataFrame) -> None:
         """Changed rows marked in the touched files' DVs; updated and inserted rows written."""
-        marked = changed.select(F.col(FILE_COLUMN), F.col(ROW_INDEX).alias("_row_index"))
+        # each row's file as the scan names it: DVs are keyed by canonical path, as the log's are
+        marked = changed.select(F.col(LOCATION).alias(FILE_COLUMN), F.col(ROW_INDEX).alias("_row_index"))
         marking = mark_rows_deleted(
             self.spark,
             self.storage,
@@ -758,7 +762,7 @@ class _Plan:
             target_side = joined
             if self.multiple:
                 # the pair a clause changes comes first; without one, any pair stands for the row
-                order = Window.partitionBy(FILE_COLUMN, ROW_INDEX).orderBy(clause.isNull(), clause)
+                order = Window.partitionBy(LOCATION, ROW_INDEX).orderBy(clause.isNull(), clause)
                 numbered = target_side.withColumn("__n", F.row_number().over(order))
                 target_side = numbered.where(F.col("__n") == 1).drop("__n")
             if self.deletes:
@@ -845,7 +849,7 @@ class _Plan:
     def _deleted_rows(self) -> DataFrame:
         """The deleted target rows, once each, projected as `_Values.project` does."""
         joined = self._joined(self.touched_files, keep_target_rows=self.by_source)
-        deleted = joined.where(F.col(CLAUSE).isin(self.deletes)).dropDuplicates([FILE_COLUMN, ROW_INDEX])
+        deleted = joined.where(F.col(CLAUSE).isin(self.deletes)).dropDuplicates([LOCATION, ROW_INDEX])
         return self.values.project(deleted, with_target=True)
 
     # ---- 5. the commit ----------------------------------------------------------------------
