@@ -676,5 +676,17 @@ def test_located_rows_are_tied_to_their_logged_paths(spark, log, route):
         joined = fewer.join(lost.select(F.col("file").alias("path")).distinct(), "path")
         with pytest.raises(Exception, match="deltaspark: data file not in the snapshot"):
             joined.collect()
+
+        # the locations held on the driver (a small merge's touched files): tied there, the same way
+        from deltaspark.spark_compat import is_local, local_frame
+
+        names = sorted({r[LOCATION] for r in rows.select(LOCATION).collect()})
+        held = local_frame(spark, {LOCATION: names}, f"{LOCATION} string")
+        assert is_local(held) and is_local(snapshot.files()) and is_local(fewer)
+        tied_held = tie_to_files(held, snapshot.files(), snapshot.tableRoot, "file")
+        assert is_local(tied_held)  # joined on the driver: no job
+        assert sorted(r["file"] for r in tied_held.collect()) == sorted(logged.values())
+        with pytest.raises(Exception, match="deltaspark: data file not in the snapshot: .*a(%20| )b.parquet"):
+            tie_to_files(held, fewer, snapshot.tableRoot, "file").collect()
     finally:
         spark.conf.unset("spark.deltaspark.read.maxDriverFiles")

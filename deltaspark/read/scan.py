@@ -50,6 +50,7 @@ from deltaspark.spark_compat import (
     check_python_workers,
     conf_get,
     held_frame,
+    held_left_join,
     is_connect,
     local_frame,
     read_paths,
@@ -603,13 +604,24 @@ def tie_to_files(rows: DataFrame, files: DataFrame, root: str, column: str) -> D
     log gives each row's file, in place of `LOCATION`. Joined on the files' canonical keys once a
     filter or a join has left few rows, where `carry` joins every row the scan reads (a second
     per 10M rows, measured by a merge's scan). A row whose file is not among `files` fails, as a
-    read carrying the path does."""
-    keys = files.select(canonical_path(F.col("path"), root).alias("_tie_key"), F.col("path").alias(column))
+    read carrying the path does. Both held on the driver (a small merge's touched files): joined
+    there, with no job (`held_left_join`)."""
+    keys = files.select(
+        canonical_path(F.col("path"), root).alias("_tie_file_key"), F.col("path").alias(column)
+    )
     location = F.col(LOCATION)
-    tied = rows.withColumn("_tie_key", canonical_path(location, root)).join(keys, "_tie_key", "left")
-    refused = F.raise_error(F.concat(F.lit("deltaspark: data file not in the snapshot: "), location))
+    keyed = rows.withColumn("_tie_key", canonical_path(location, root))
+    tied = held_left_join(keyed, keys, "_tie_key", "_tie_file_key")
+    if tied is None:
+        tied = keyed.join(keys, keyed["_tie_key"] == keys["_tie_file_key"], "left")
+    refused = _not_in_snapshot(location)
     path = F.when(F.col(column).isNull(), refused.cast("string")).otherwise(F.col(column))
-    return tied.withColumn(column, path).drop("_tie_key", LOCATION)
+    return tied.withColumn(column, path).drop("_tie_key", "_tie_file_key", LOCATION)
+
+
+def _not_in_snapshot(file: Column) -> Column:
+    """The error of a row whose data file the read cannot tie to the file list, naming the file."""
+    return F.raise_error(F.concat(F.lit("deltaspark: data file not in the snapshot: "), file))
 
 
 # A location Spark's scan reports as its `_metadata.file_path` unchanged: a scheme, an authority
@@ -684,7 +696,7 @@ def _project(
     # join gives (partition values) are guarded themselves: a filter on them alone would
     # otherwise let Spark make the join an inner one, which drops such rows before the check.
     unknown = F.col("_file_key").isNull()
-    refused = F.raise_error(F.concat(F.lit("deltaspark: data file not in the snapshot: "), F.col("_key")))
+    refused = _not_in_snapshot(F.col("_key"))
     if joined:
         rows = rows.where(F.when(unknown, refused.cast("boolean")).otherwise(F.lit(True)))
     for field in reader.logical_schema.fields:
