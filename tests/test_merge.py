@@ -677,3 +677,32 @@ def test_a_merge_finds_its_files_by_their_logged_paths_however_spelled(spark, tm
     assert removed == sorted(e["add"]["path"] for e in entries.values())
     given_dvs = sorted(a["add"]["path"] for a in commit if "add" in a and a["add"].get("deletionVector"))
     assert given_dvs == (removed if dvs else [])
+
+
+@pytest.mark.parametrize("route", ["held", "spark"])
+def test_keys_a_cast_compares_bound_no_files_and_match_as_cast(spark, tmp_path, monkeypatch, route):
+    """A string source key against a number column is cast to compare: "9" and "10" order the other
+    way as strings, so their range must not prune the files holding 9 and 10; "8" and "08" are two
+    source rows matching one target row, ambiguous for an update. On both routes: the source's
+    rows held on the driver (Spark 4) and Spark's aggregate (`DRIVER_ROWS` 0)."""
+    from deltaspark.operations.merge import execute
+
+    if route == "spark":
+        monkeypatch.setattr(execute, "DRIVER_ROWS", 0)
+    path = str(tmp_path / "t")
+    frame = spark.range(0, 40).selectExpr("id", "cast(id AS double) AS amount", "'x' AS name", "0 AS part")
+    write(frame.repartitionByRange(4, "id"), path)
+    table = DeltaTable.forPath(spark, path)
+    assert table.snapshot().files().count() == 4  # 0-9, 10-19, 20-29, 30-39
+    as_text = spark.createDataFrame([("9", "y"), ("10", "y")], "id string, name string")
+    table.alias("t").merge(as_text.alias("s"), "t.id = s.id").whenMatchedUpdate(
+        set={"name": "s.name"}
+    ).execute()
+    assert sorted(r["id"] for r in table.toDF().where("name = 'y'").collect()) == [9, 10]
+
+    twice = spark.createDataFrame([("8", "a"), ("08", "b")], "id string, name string")
+    with pytest.raises(MergeCardinalityError, match=r"2 source rows matched the target row \(id = 8\)"):
+        table.alias("t").merge(twice.alias("s"), "t.id = s.id").whenMatchedUpdate(
+            set={"name": "s.name"}
+        ).execute()
+    assert table.snapshot().version == 1  # the failed merge committed nothing
