@@ -31,62 +31,51 @@ from tests.standalone import Cluster, standalone_cluster
 from tests.test_checkpoint_job import _checkpoints as checkpoints_of
 from tests.test_checkpoint_job import _table as checkpoint_table
 
-# One or two tests per capability, each reaching the executors (Spark's replay and readers,
-# deletion vectors decoded and written in Python workers, Iceberg manifests read and written there).
+# One test per capability, each reaching the executors in its own way: Spark's replay and readers,
+# deletion vectors decoded and written in Python workers, files deleted by tasks, Iceberg manifests
+# read and written there, a table's storage settings carried to the tasks. (Reads through Spark's
+# own scans - column mapping, row tracking, partition values - run alike on any master; the suite
+# checks them in local mode.)
 CLUSTER_TESTS = {
     "the shipped package": [
         "tests/test_cluster.py::test_executors_import_deltaspark_from_the_shipped_zip",
     ],
-    "reads: deletion vectors, column mapping, row tracking": [
+    "reads: deletion vectors": [
         "tests/test_read.py::test_deletion_vectors_inline_relative_and_absolute[spark]",
-        "tests/test_read.py::test_nested_column_mapping",
-        "tests/test_read.py::test_row_tracking_ids_and_commit_versions",
-        "tests/test_delete_with_deletion_vectors.py::test_deletes_and_updates_through_the_distributed_reader",
     ],
     "writes": [
         "tests/test_writes.py::test_partition_values_of_every_type_round_trip",
-        "tests/test_column_mapping_writes.py::test_rows_written_under_physical_names_and_field_ids[id]",
     ],
-    "delete, update, merge": [  # (updates: the distributed reader's test above updates too)
-        "tests/test_writes.py::test_delete_rewrites_only_what_it_must",
+    "delete, update, merge": [
+        # rows read, DV files staged and rows rewritten by the executors
+        "tests/test_delete_with_deletion_vectors.py::test_deletes_and_updates_through_the_distributed_reader",
         "tests/test_merge.py::test_each_clause_kind_on_both_paths",
-        # DV files staged by the executors' text writer (the driver writes few of them itself)
-        "tests/test_delete_with_deletion_vectors.py::test_deletes_mark_rows_in_deletion_vectors[spark]",
     ],
     "optimize": [
-        "tests/test_optimize.py::test_purge_and_compaction_drop_deleted_rows_keeping_row_ids",
         "tests/test_optimize.py::test_zorder_makes_point_lookups_skip_files_on_each_column",
     ],
-    "checkpoint and cleanup": [
+    "checkpoint": [
         "tests/test_checkpoint_writer.py::test_multi_part_parts_are_spark_hash_partitions_of_the_join_key[union]",
-        "tests/test_log_cleanup.py::test_cleanup_keeps_the_newest_checkpoint_before_the_cutoff_and_everything_after_it",
     ],
     "vacuum": [
         "tests/test_vacuum.py::test_full_vacuum_deletes_exactly_what_the_rules_say",
-        "tests/test_vacuum.py::test_inventory_replaces_the_listing",
     ],
     "audit": [
         "tests/test_audit.py::test_a_healthy_table_passes_every_check",
     ],
     "Iceberg: read and export": [
         "tests/test_iceberg_read.py::test_equality_deletes_on_an_evolved_schema",
-        "tests/test_iceberg_read.py::test_row_lineage_inherited_and_materialized",
         "tests/test_iceberg_export.py::test_deletion_vectors_and_row_lineage_in_format_3",
     ],
     "an object store reached with the session's S3A settings (the tasks get them with the job)": [
-        "tests/test_object_store.py::test_an_iceberg_table_in_s3_is_read_with_the_session_s_s3a_settings",
         "tests/test_object_store.py::test_a_table_s_files_are_listed_and_deleted_by_tasks_in_s3",
         "tests/test_object_store.py::test_format_delta_reads_and_streams_a_table_in_s3_with_the_session_s_settings",
-    ],
-    "a table by name": [
-        "tests/test_catalog.py::test_write_by_name_creates_a_managed_location_and_appends",
     ],
 }
 # The pyspark 3.5 suite's smoke run: the executor-side code is the same on both versions.
 SMOKE = [
     "tests/test_cluster.py::test_executors_import_deltaspark_from_the_shipped_zip",
     "tests/test_read.py::test_deletion_vectors_inline_relative_and_absolute[spark]",
-    "tests/test_merge.py::test_each_clause_kind_on_both_paths",
     "tests/test_audit.py::test_a_healthy_table_passes_every_check",
 ]
 

@@ -159,10 +159,11 @@ def test_append_only_tables_refuse_deletes(spark, tmp_path):
     assert not list(path.glob("deletion_vector_*.bin"))  # refused before any work
 
 
-def test_deletes_and_updates_through_the_distributed_reader(spark, tmp_path):
+def test_deletes_and_updates_through_the_distributed_reader(spark, tmp_path, spark_replay):
     """Above `spark.deltaspark.read.maxDriverFiles` files (and for type-widened tables on Spark
     3.5) rows are read by the executors: the file each row came from and its position must come
-    along for deletion vectors and rewrites, as with Spark's own scan."""
+    along for deletion vectors and rewrites, as with Spark's own scan. (`spark_replay`: the DV
+    files staged by the executors' writers too, as for a large change.)"""
     path = tmp_path / "t"
     properties = {"delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"}
     for batch in range(2):

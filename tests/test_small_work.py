@@ -44,6 +44,7 @@ from deltaspark.spark_compat import (
 )
 from deltaspark.storage import storage_for
 from tests.conftest import CONNECT
+from tests.suites import SPARK_35_TABLES
 
 pytestmark = pytest.mark.skipif(CONNECT, reason="classic sessions: the routes measured need the JVM")
 
@@ -239,13 +240,14 @@ def test_held_files_total_as_the_aggregate_does(spark, tmp_path):
         frame.unpersist()
 
 
-@pytest.mark.one_suite("4.x")  # reads every conformance table three times: about a minute
+@pytest.mark.one_suite("4.x")  # reads each table three times
 def test_driver_reads_of_small_logs_equal_sparks(spark, conformance, monkeypatch):
-    """For every conformance table whose log the driver reads: its JSON lines as Spark's text scan
-    gives them, its file intervals as the audit's Spark replay gives them, its history as Spark's."""
+    """For one conformance table per feature (`tests/suites.py`) whose log the driver reads: its
+    JSON lines as Spark's text scan gives them, its file intervals as the audit's Spark replay
+    gives them, its history as Spark's. (Every table: about 2.5 minutes.)"""
     storage = storage_for(spark)
     compared = 0
-    for table in sorted(conformance.iterdir()):
+    for table in sorted(t for t in conformance.iterdir() if t.name in SPARK_35_TABLES):
         root = next((d for d in (table, table / "delta") if (d / "_delta_log").is_dir()), None)
         if root is None:
             continue
@@ -286,7 +288,7 @@ def test_driver_reads_of_small_logs_equal_sparks(spark, conformance, monkeypatch
             expected = history_frame(spark, listing, snapshot.inCommitTimestamps)
         assert [r.asDict() for r in history.collect()] == [r.asDict() for r in expected.collect()], table.name
         compared += 1
-    assert compared >= 30
+    assert compared >= 15, compared
 
 
 @pytest.mark.parametrize("partitioned", [True, False])
