@@ -23,6 +23,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 deltalake = pytest.importorskip("deltalake")
 
+# The runners that start several Spark processes each (1.5-2.5 minutes apiece in CI) run when asked:
+# CI time is the suite's scarcest resource, and they check the benchmark tooling, not deltaspark.
+RUNNER_SMOKES = os.environ.get("DELTASPARK_RUNNER_SMOKES", "") == "1"
+heavy_runner = pytest.mark.skipif(
+    not RUNNER_SMOKES, reason="a multi-process benchmark runner: DELTASPARK_RUNNER_SMOKES=1 runs it"
+)
+
 SPECS = [
     LogSpec(files=240, commits=4, partitions=7, dv_fraction=0.1),
     LogSpec(files=260, commits=5, partitions=0, dv_fraction=0.1, checkpoint=True, tail_files_per_commit=12),
@@ -106,6 +113,7 @@ def test_runner_smoke(tmp_path):
 
 @pytest.mark.one_suite("4.x")  # the runner in processes of its own; the generated tables are checked
 # against pyiceberg and toDF on both suites (test_iceberg_count.py)
+@heavy_runner
 def test_iceberg_runner_smoke(tmp_path):
     out = tmp_path / "results.json"
     command = [
@@ -138,6 +146,7 @@ def test_iceberg_runner_smoke(tmp_path):
 
 # two processes with a Spark session each, and delta-rs: about two minutes, in the shorter suite
 @pytest.mark.one_suite("3.5")
+@heavy_runner
 def test_small_work_runner_smoke(tmp_path):
     out = tmp_path / "results.json"
     command = [sys.executable, "-m", "benchmarks.small", "--sessions", "tuned", "--passes", "2"]
@@ -156,6 +165,7 @@ def test_small_work_runner_smoke(tmp_path):
 
 
 @pytest.mark.one_suite("3.5")  # five processes with tiny data: about two minutes (the 4.x suite is longer)
+@heavy_runner
 def test_write_runner_smoke(tmp_path):
     out = tmp_path / "results.json"
     command = [sys.executable, "-m", "benchmarks.write", "--rows", "2000", "--bulk-repeat", "1"]
@@ -174,6 +184,7 @@ def test_write_runner_smoke(tmp_path):
 
 
 @pytest.mark.one_suite("3.5")  # a standalone cluster of one executor and a driver process: about a minute
+@heavy_runner
 def test_scale_runner_smoke(tmp_path):
     """`benchmarks/scale.py` end to end on 3,000 files: a table and its inventory generated, a
     standalone cluster started, every operation run and checked by the driver process, the jobs,
