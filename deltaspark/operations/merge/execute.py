@@ -237,7 +237,6 @@ class _Plan:
         self.snapshot, self.txn, self.alias = snapshot, txn, alias
         self.user_source, self.condition, self.clauses = source, condition, clauses
         self.schema: StructType = snapshot.schema
-        self.types = {f.name: f.dataType for f in snapshot.schema.fields}
         self.configuration: dict[str, str] = {}
         self.cached: list[Any] = []
         self.broadcast_source = False  # decided once the source is cached (`_broadcastable`)
@@ -313,9 +312,8 @@ class _Plan:
         # the source rows with a match are found from the matched pairs' keys (no second join)
         self.keyed = parts.keys_decide_matches()
         # each key's source range bounds the target's (not where a cast could reorder the keys)
-        self.ranged = [] if self.by_source else [p for p in self.pairs if self._widens(p)]
-        ranged = self.ranged
-        source_rows, ranges = self._key_bounds(ranged)  # fills the source's cache
+        self.ranged = [] if self.by_source else parts.ranged_pairs()
+        source_rows, ranges = self._key_bounds(self.ranged)  # fills the source's cache
         self.broadcast_source = self._broadcastable()
         self.metrics["numSourceRows"] = source_rows
         candidates = self._candidates(parts, ranges, source_rows)
@@ -340,16 +338,6 @@ class _Plan:
                 return len(rows), [(min(c), max(c)) if c else (None, None) for c in columns]
         row = source.agg(F.count(F.lit(1)), *[f(p.source) for p in ranged for f in (F.min, F.max)]).first()
         return int(row[0]), [(row[1 + 2 * i], row[2 + 2 * i]) for i in range(len(ranged))]
-
-    def _widens(self, pair: KeyPair) -> bool:
-        """Whether the pair's source side has its target column's type, or one Spark widens to it
-        keeping order (integers, decimals): only then does the source's key range bound the
-        target's. A string compared with a number, say, is cast: "9" and "10" order the other way
-        as strings."""
-        target = self.types.get(pair.target)
-        source = pair.data_type
-        both = (IntegralType, DecimalType)
-        return source == target or any(isinstance(source, t) and isinstance(target, t) for t in both)
 
     def _broadcastable(self) -> bool:
         """Whether the cached source is small enough to broadcast (`BROADCAST_SOURCE_CONF`): its

@@ -27,8 +27,10 @@ from pyspark.sql.types import (
     BinaryType,
     DataType,
     DateType,
+    DecimalType,
     DoubleType,
     FloatType,
+    IntegralType,
     MapType,
     StructType,
     TimestampNTZType,
@@ -65,6 +67,7 @@ class ConditionParts:
         self.tree = from_filter(condition)
         self.alias = alias
         self.columns = {f.name.lower(): f.name for f in schema.fields}
+        self.types = {f.name: f.dataType for f in schema.fields}
         self.source = source
         self.source_columns = {c.lower() for c in source.columns}
 
@@ -102,6 +105,18 @@ class ConditionParts:
                     pairs.append(KeyPair(target, *source))
                     break
         return pairs
+
+    def ranged_pairs(self) -> list[KeyPair]:
+        """The key pairs whose source range bounds the target column's: the source side has the
+        column's type, or one Spark widens to it keeping order (integers, decimals). A string
+        compared with a number, say, is cast: "9" and "10" order the other way as strings."""
+        both = (IntegralType, DecimalType)
+        return [
+            p
+            for p in self.key_pairs()
+            if p.data_type == (target := self.types.get(p.target))
+            or any(isinstance(p.data_type, t) and isinstance(target, t) for t in both)
+        ]
 
     def keys_decide_matches(self) -> bool:
         """Whether a source row's match depends only on its key-pair values: every conjunct is a
