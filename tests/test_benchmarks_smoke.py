@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 deltalake = pytest.importorskip("deltalake")
 
-# The runners that start several Spark processes each (1.5-2.5 minutes apiece in CI) run when asked:
+# The runners that start several Spark processes each (1-2.5 minutes apiece in CI) run when asked:
 # CI time is the suite's scarcest resource, and they check the benchmark tooling, not deltaspark.
 RUNNER_SMOKES = os.environ.get("DELTASPARK_RUNNER_SMOKES", "") == "1"
 heavy_runner = pytest.mark.skipif(
@@ -68,6 +68,7 @@ def _column(table, name: str) -> list:
 
 
 @pytest.mark.one_suite("4.x")  # the runner in a process of its own; the logs are read on both suites
+@heavy_runner  # its own Spark process, and delta-rs and plain Spark in processes of their own
 def test_runner_smoke(tmp_path):
     out = tmp_path / "results.json"
     command = [

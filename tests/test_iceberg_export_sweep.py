@@ -20,6 +20,7 @@ from deltaspark import DeltaTable
 from deltaspark.errors import DeltaSparkError, UnsupportedFeatureError
 from deltaspark.iceberg import IcebergTable
 from tests.conftest import conformance_root
+from tests.suites import SPARK_35_ICEBERG, skip_unless_iceberg_swept
 
 SUBSET = {
     "basic-dv-with-checkpoint",  # deletion vectors written by delta-spark: format 3, Puffin blobs
@@ -80,6 +81,7 @@ def _rows(df) -> list[str]:  # noqa: ANN001
 def test_converted_table_reads_the_same_as_iceberg(spark, conformance, tmp_path, name) -> None:  # noqa: ANN001
     if name not in SUBSET and not ALL:
         pytest.skip("not in the CI subset; DELTASPARK_EXPORT_ALL_TABLES=1 converts every table")
+    skip_unless_iceberg_swept(name)
     if name in NOT_DELTA_READABLE:
         pytest.skip(f"not a readable Delta table: {NOT_DELTA_READABLE[name]}")
     source = conformance / name / "delta" if (conformance / name / "delta").is_dir() else conformance / name
@@ -160,3 +162,12 @@ def test_the_lists_name_real_tables(conformance) -> None:  # noqa: ANN001
     for listed in (SUBSET, REFUSED, NOT_DELTA_READABLE, PYICEBERG_GAPS, RESTORE_GAPS):
         assert set(listed) <= names
     assert all(re.compile(pattern) for pattern in REFUSED.values())
+
+
+def test_the_3_5_iceberg_tables_are_in_the_sweeps() -> None:
+    """A table named for the 3.5 suite's Iceberg sweeps must be in one, or 3.5 sweeps less than it says."""
+    from tests import test_iceberg_count, test_iceberg_import, test_iceberg_read
+
+    swept = SUBSET | test_iceberg_import.SUBSET | test_iceberg_count.SUBSET
+    swept |= {case[0] for case in test_iceberg_read.LITERAL}
+    assert swept >= SPARK_35_ICEBERG, SPARK_35_ICEBERG - swept

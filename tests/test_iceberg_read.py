@@ -26,6 +26,7 @@ from deltaspark.errors import (
 from deltaspark.iceberg import IcebergTable, puffin, table_metadata
 from tests import iceberg_conformance as ic
 from tests import iceberg_copy
+from tests.suites import skip_unless_iceberg_swept
 
 
 def _info(name: str) -> ic.Table:
@@ -102,6 +103,7 @@ LITERAL = [
 
 @pytest.mark.parametrize(("name", "snapshot_id", "columns", "expected"), LITERAL)
 def test_rows_the_source_project_expects(spark, name, snapshot_id, columns, expected) -> None:  # noqa: ANN001
+    skip_unless_iceberg_swept(name)
     table = _open(spark, name)
     df = table.snapshot(snapshot_id).toDF()
     assert _rows(df, *columns) == sorted(expected, key=repr)
