@@ -632,15 +632,33 @@ def test_a_cached_source_within_the_bound_is_broadcast_to_the_join(spark, tmp_pa
         spark.conf.unset(execute.BROADCAST_SOURCE_CONF)
 
 
+@pytest.mark.parametrize("route", ["held", "spark"])
 @pytest.mark.parametrize("dvs", [False, True], ids=["copy-on-write", "deletion-vectors"])
-def test_a_merge_finds_its_files_by_their_logged_paths_however_spelled(spark, tmp_path, dvs):
+def test_a_merge_finds_its_files_by_their_logged_paths_however_spelled(
+    spark, tmp_path, monkeypatch, dvs, route
+):
     """The merge reads the target naming each row's file as the scan does, and finds the logged
     path of the files it changes afterwards (`tie_to_files`): files logged with an escape, as an
     absolute `file:` URI or plainly are each updated, given a DV or removed under the path the log
-    gives them, and no row is lost or doubled."""
+    gives them, and no row is lost or doubled. On both routes of the changed rows: held on the
+    driver, and Spark's per-row aggregate (`DRIVER_ROWS` 0), whose totals bring the touched files'
+    locations when the candidate files are held (no distinct of their own)."""
     import pyarrow as pa
 
+    from deltaspark.operations.merge import execute
+    from deltaspark.spark_compat import is_local
     from tests.log_builder import LogBuilder, metadata, protocol, write_parquet
+
+    located: list[Any] = []
+    if route == "spark":
+        monkeypatch.setattr(execute, "DRIVER_ROWS", 0)
+        tie = execute.tie_to_files
+
+        def spied(rows: Any, *args: Any) -> Any:
+            located.append(is_local(rows))
+            return tie(rows, *args)
+
+        monkeypatch.setattr(execute, "tie_to_files", spied)
 
     log = LogBuilder(tmp_path / "t")
     names = {"plain.parquet": [1, 2, 3], "a b.parquet": [4, 5, 6], "abs.parquet": [7, 8, 9]}
@@ -677,6 +695,7 @@ def test_a_merge_finds_its_files_by_their_logged_paths_however_spelled(spark, tm
     assert removed == sorted(e["add"]["path"] for e in entries.values())
     given_dvs = sorted(a["add"]["path"] for a in commit if "add" in a and a["add"].get("deletionVector"))
     assert given_dvs == (removed if dvs else [])
+    assert located == ([True] if route == "spark" else [])  # the files came with the totals
 
 
 @pytest.mark.parametrize("route", ["held", "spark"])

@@ -29,7 +29,8 @@ from deltaspark.transaction.transaction import Transaction, driver_file_actions,
 class Total:
     """A total over the files: `kind` of `column` (a column name, nested with dots) - `count` (rows
     where it is set; every row without a column), `sum`, `min`, `max`, `distinct` (distinct set
-    values) or `nulls` (rows where it is null). As Spark's aggregates: a sum, min or max of nothing
+    values), `values` (the distinct set values themselves, sorted: only where they are known to be
+    few) or `nulls` (rows where it is null). As Spark's aggregates: a sum, min or max of nothing
     is None."""
 
     name: str
@@ -44,6 +45,8 @@ class Total:
             return F.count(F.when(column.isNull(), 1))
         if self.kind == "distinct":
             return F.countDistinct(column)
+        if self.kind == "values":
+            return F.array_sort(F.collect_set(column))
         return {"sum": F.sum, "min": F.min, "max": F.max}[self.kind](column)
 
     def of(self, values: list[Any]) -> Any:
@@ -55,6 +58,8 @@ class Total:
             return len(present)
         if self.kind == "distinct":
             return len(set(present))
+        if self.kind == "values":
+            return sorted(set(present))
         if not present:
             return None
         return {"sum": sum, "min": min, "max": max}[self.kind](present)

@@ -534,6 +534,11 @@ class _Plan:
         )
         narrow = in_one_task(narrow, listed)  # small files: the collect below is one job
         held = self._held_pairs(narrow, len(keys), kinds) if few else None
+        # Candidate files held on the driver are few: the files holding a changed row come with
+        # the totals (one aggregate), not from a distinct of their own (one job more).
+        with_files = held is None and self.candidates is not None and is_local(self.candidates)
+        if with_files:
+            counted = (*counted, Total("files", "values", "__changed_file"))
         if held is not None:
             totals = {t.name: t.of([r[t.column] for r in held]) for t in counted}
             per_row = None
@@ -550,6 +555,7 @@ class _Plan:
             per_row = per_row.select(
                 "*",
                 F.when(changes > 0, 1).alias("__changed"),
+                F.when(changes > 0, F.col(LOCATION)).alias("__changed_file"),
                 F.when(changes > 1, 1).alias("__ambiguous"),
                 *[
                     F.when((changes > 0) & F.col("clause").isin(k), 1).alias(f"__kind{i}")
@@ -585,7 +591,10 @@ class _Plan:
             located = local_frame(self.spark, {LOCATION: files}, _TOUCHED)
         else:
             changed_frame = per_row.where(changes > 0).select(LOCATION, ROW_INDEX)
-            located = changed_frame.select(LOCATION).distinct()
+            if with_files:
+                located = local_frame(self.spark, {LOCATION: list(totals["files"] or [])}, _TOUCHED)
+            else:
+                located = changed_frame.select(LOCATION).distinct()
         touched = self._touched(located) if changed_rows else None
         if touched is None:
             if self.inserts:
