@@ -555,7 +555,7 @@ class _Plan:
             per_row = per_row.select(
                 "*",
                 F.when(changes > 0, 1).alias("__changed"),
-                F.when(changes > 0, F.col(LOCATION)).alias("__changed_file"),
+                *([F.when(changes > 0, F.col(LOCATION)).alias("__changed_file")] if with_files else []),
                 F.when(changes > 1, 1).alias("__ambiguous"),
                 *[
                     F.when((changes > 0) & F.col("clause").isin(k), 1).alias(f"__kind{i}")
