@@ -587,14 +587,15 @@ class _Plan:
             marked = [r for r in held if r["changes"] > 0]
             rows = {LOCATION: [r[LOCATION] for r in marked], ROW_INDEX: [r[ROW_INDEX] for r in marked]}
             changed_frame = local_frame(self.spark, rows, _CHANGED_ROWS)
-            files = sorted({r[LOCATION] for r in marked})
-            located = local_frame(self.spark, {LOCATION: files}, _TOUCHED)
+            files: list[str] | None = sorted({r[LOCATION] for r in marked})
         else:
             changed_frame = per_row.where(changes > 0).select(LOCATION, ROW_INDEX)
-            if with_files:
-                located = local_frame(self.spark, {LOCATION: list(totals["files"] or [])}, _TOUCHED)
-            else:
-                located = changed_frame.select(LOCATION).distinct()
+            files = list(totals["files"] or []) if with_files else None
+        # the touched files' locations held on the driver when known there, else Spark's distinct
+        if files is not None:
+            located = local_frame(self.spark, {LOCATION: files}, _TOUCHED)
+        else:
+            located = changed_frame.select(LOCATION).distinct()
         touched = self._touched(located) if changed_rows else None
         if touched is None:
             if self.inserts:
