@@ -41,9 +41,21 @@ def pytest_collection_modifyitems(config, items):
             reason = f"one_suite: version-independent, run in the pyspark {marker.args[0]} suite"
             item.add_marker(pytest.mark.skip(reason=reason))
     if CONNECT:
-        keep = [item for item in items if item.get_closest_marker("connect")]
+        # A Connect client reads no file itself, so every replay runs as Spark jobs: the session's
+        # default route is then the `spark` variant of `replay` and one of the explicit plans of
+        # `plan`. Run each such test once per distinct route (the default, and each explicit plan).
+        keep = [
+            item for item in items if item.get_closest_marker("connect") and not _same_route_on_connect(item)
+        ]
         config.hook.pytest_deselected(items=[item for item in items if item not in keep])
         items[:] = keep
+
+
+def _same_route_on_connect(item: pytest.Item) -> bool:
+    """A variant that, on a Connect session, takes the route another variant takes: `replay`'s
+    `spark` (the default is Spark's route there) and `plan`'s `driver` (the default plan there)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return params.get("replay") == "spark" or params.get("plan") == "driver"
 
 
 @pytest.fixture(scope="session")

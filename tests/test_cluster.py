@@ -5,8 +5,8 @@ so every task runs in an executor JVM of its own, with Python workers of its own
 needs can come from the driver's memory. deltaspark is not installed in the Python those workers
 run: it reaches them as a zip of the package, as a user ships it (`addPyFile`, `--py-files`). The
 tests in `CLUSTER_TESTS` run again in a child pytest whose session is the cluster's
-(`DELTASPARK_TEST_MASTER`, see conftest.py); the pyspark 4.x suite runs all of them, the 3.5 suite
-`SMOKE`. Both runs stop the cluster, with every process it started, when they end.
+(`DELTASPARK_TEST_MASTER`, see conftest.py) in the pyspark 4.x suite, and those in `SMOKE` in the 3.5
+suite. Both runs stop the cluster, with every process it started, when they end.
 """
 
 from __future__ import annotations
@@ -35,7 +35,11 @@ from tests.test_checkpoint_job import _table as checkpoint_table
 # deletion vectors decoded and written in Python workers, files deleted by tasks, Iceberg manifests
 # read and written there, a table's storage settings carried to the tasks. (Reads through Spark's
 # own scans - column mapping, row tracking, partition values - run alike on any master; the suite
-# checks them in local mode.)
+# checks them in local mode.) The executor-side code is the same on both Spark versions, so each
+# capability runs in one suite's cluster run: most in the 4.x suite's, Iceberg in the 3.5 suite's
+# (the shorter one), and deletion vectors decoded in the executors' Python workers in both. The
+# checkpoint and audit jobs run on the cluster's executors in the 3.5 suite's spark-submit test
+# below, with the package shipped as a zip.
 CLUSTER_TESTS = {
     "the shipped package": [
         "tests/test_cluster.py::test_executors_import_deltaspark_from_the_shipped_zip",
@@ -54,30 +58,21 @@ CLUSTER_TESTS = {
     "optimize": [
         "tests/test_optimize.py::test_zorder_makes_point_lookups_skip_files_on_each_column",
     ],
-    "checkpoint": [
-        "tests/test_checkpoint_writer.py::test_multi_part_parts_are_spark_hash_partitions_of_the_join_key[union]",
-    ],
     "vacuum": [
         "tests/test_vacuum.py::test_full_vacuum_deletes_exactly_what_the_rules_say",
-    ],
-    "audit": [
-        "tests/test_audit.py::test_a_healthy_table_passes_every_check",
-    ],
-    "Iceberg: read and export": [
-        "tests/test_iceberg_read.py::test_equality_deletes_on_an_evolved_schema",
-        "tests/test_iceberg_export.py::test_deletion_vectors_and_row_lineage_in_format_3",
     ],
     "an object store reached with the session's S3A settings (the tasks get them with the job)": [
         "tests/test_object_store.py::test_a_table_s_files_are_listed_and_deleted_by_tasks_in_s3",
         "tests/test_object_store.py::test_format_delta_reads_and_streams_a_table_in_s3_with_the_session_s_settings",
     ],
 }
-# The pyspark 3.5 suite's smoke run: the executor-side code is the same on both versions, and the
-# 3.5 suite's spark-submit test below already runs the shipped zip, the audit and the checkpoint
-# jobs on this cluster's executors; the smoke adds deletion vectors decoded in the executors'
-# Python workers for a read.
+# The pyspark 3.5 suite's cluster run.
 SMOKE = [
     "tests/test_read.py::test_deletion_vectors_inline_relative_and_absolute[spark]",
+    # Iceberg: manifests and deletes read, and manifests and Puffin deletion vectors written, by tasks
+    "tests/test_iceberg_read.py::test_rows_the_source_project_expects"
+    "[impala-iceberg_v2_delete_both_eq_and_pos-None-columns8-expected8]",
+    "tests/test_iceberg_export.py::test_deletion_vectors_and_row_lineage_in_format_3",
 ]
 
 pytestmark = pytest.mark.skipif(CONNECT, reason="a classic session's test (the Connect run has its own)")

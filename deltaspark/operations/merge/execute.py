@@ -562,8 +562,12 @@ class _Plan:
                     for i, k in enumerate(kinds)
                 ],
             )
-            per_row = persist_sized(per_row, size, StorageLevel.MEMORY_AND_DISK)
-            self.cached.append(per_row)
+            # Cached only when read again: the DV route marks the changed rows, and without the
+            # candidates held the touched files come from their distinct. Copy-on-write with the
+            # touched files in the totals reads it once (and, on a cardinality error, once more).
+            if use_dvs or not with_files:
+                per_row = persist_sized(per_row, size, StorageLevel.MEMORY_AND_DISK)
+                self.cached.append(per_row)
             totals = totals_of(per_row, counted)
         if totals["ambiguous"] and not self.duplicates_allowed:
             if held is not None:
