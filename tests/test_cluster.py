@@ -5,8 +5,8 @@ so every task runs in an executor JVM of its own, with Python workers of its own
 needs can come from the driver's memory. deltaspark is not installed in the Python those workers
 run: it reaches them as a zip of the package, as a user ships it (`addPyFile`, `--py-files`). The
 tests in `CLUSTER_TESTS` run again in a child pytest whose session is the cluster's
-(`DELTASPARK_TEST_MASTER`, see conftest.py) in the pyspark 4.x suite, and those in `SMOKE` in the 3.5
-suite. Both runs stop the cluster, with every process it started, when they end.
+(`DELTASPARK_TEST_MASTER`, see conftest.py) in the pyspark 4.x suite, and those in
+`CLUSTER_TESTS_35` in the 3.5 suite. Both runs stop the cluster, with every process it started, when they end.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ CLUSTER_TESTS = {
         "tests/test_object_store.py::test_format_delta_reads_and_streams_a_table_in_s3_with_the_session_s_settings",
     ],
 }
-# The pyspark 3.5 suite's cluster run.
-SMOKE = [
+# The pyspark 3.5 suite's share of the cluster run: the DV read again, and Iceberg.
+CLUSTER_TESTS_35 = [
     "tests/test_read.py::test_deletion_vectors_inline_relative_and_absolute[spark]",
     # Iceberg: manifests and deletes read, and manifests and Puffin deletion vectors written, by tasks
     "tests/test_iceberg_read.py::test_rows_the_source_project_expects"
@@ -133,7 +133,8 @@ def test_executors_import_deltaspark_from_the_shipped_zip(spark):
 
 @pytest.mark.skipif(CLUSTER_MASTER is not None, reason="the cluster run itself")
 def test_the_cluster_part_of_the_suite_passes_on_a_standalone_cluster(cluster, shipped):
-    ids = [i for group in CLUSTER_TESTS.values() for i in group] if PYSPARK_VERSION >= (4, 0) else SMOKE
+    on_4 = PYSPARK_VERSION >= (4, 0)
+    ids = [i for group in CLUSTER_TESTS.values() for i in group] if on_4 else CLUSTER_TESTS_35
     env = {
         **os.environ,
         "DELTASPARK_TEST_MASTER": cluster.url,
