@@ -725,3 +725,60 @@ def test_keys_a_cast_compares_bound_no_files_and_match_as_cast(spark, tmp_path, 
             set={"name": "s.name"}
         ).execute()
     assert table.snapshot().version == 1  # the failed merge committed nothing
+
+
+@pytest.mark.parametrize("route", ["held", "spark"])
+def test_files_whose_every_live_row_changes_are_rewritten_without_a_dv(spark, tmp_path, monkeypatch, route):
+    """With deletion vectors on, a file whose every live row the merge changes would get a DV of
+    all its rows and be removed: no DV file is written for it (it would be referenced by nothing),
+    the file is removed and its rows written anew. Rows an earlier DV deleted do not count as live;
+    a file with one row left unchanged still gets a DV. On both routes of the changed rows."""
+    from deltaspark.operations.merge import execute
+
+    if route == "spark":
+        monkeypatch.setattr(execute, "DRIVER_ROWS", 0)
+    marked_files: list[int] = []
+    mark = execute.mark_rows_deleted
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        marked_files.append(args[5])  # how many files get their rows marked
+        return mark(*args, **kwargs)
+
+    monkeypatch.setattr(execute, "mark_rows_deleted", spied)
+    path = tmp_path / "t"
+    rows = spark.range(0, 30, 1, 3).selectExpr(
+        "id", "cast(id AS double) AS amount", "'x' AS name", "0 AS part"
+    )
+    write(rows, str(path), properties={"delta.enableDeletionVectors": "true"})
+    table = DeltaTable.forPath(spark, str(path))
+    table.delete("id = 0")  # a DV on the file of ids 0-9: 9 live rows left
+    assert len(list(path.glob("deletion_vector_*.bin"))) == 1
+
+    def merged(ids: range) -> list[dict[str, Any]]:
+        source = spark.range(ids.start, ids.stop).selectExpr(
+            "id", "-1.0 AS amount", "'u' AS name", "0 AS part"
+        )
+        table.alias("t").merge(source.alias("s"), "t.id = s.id").whenMatchedUpdateAll().execute()
+        version = table.snapshot().version
+        lines = (path / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+        return [json.loads(line) for line in lines]
+
+    commit = merged(range(1, 10))  # every live row of the first file
+    removed = [a["remove"]["path"] for a in commit if "remove" in a]
+    added = [a["add"] for a in commit if "add" in a]
+    assert len(removed) == 1 and len(added) == 1
+    assert added[0]["path"] not in removed and added[0].get("deletionVector") is None
+    assert json.loads(added[0]["stats"])["numRecords"] == 9
+    assert len(list(path.glob("deletion_vector_*.bin"))) == 1  # no DV file written for it
+    info = next(a["commitInfo"] for a in commit if "commitInfo" in a)["operationMetrics"]
+    assert (info["numTargetRowsUpdated"], info["numTargetRowsCopied"]) == ("9", "0")
+
+    commit = merged(range(10, 19))  # all but one row of the second file: a DV
+    removed = [a["remove"]["path"] for a in commit if "remove" in a]
+    added = [a["add"] for a in commit if "add" in a]
+    assert [a["path"] for a in added if a.get("deletionVector")] == removed
+    assert len(list(path.glob("deletion_vector_*.bin"))) == 2
+    assert marked_files == [1]  # the second file's rows only
+    result = sorted((r["id"], r["name"]) for r in table.toDF().collect())
+    assert result == [(i, "u" if 1 <= i <= 18 else "x") for i in range(1, 30)]
+    check_table(path)

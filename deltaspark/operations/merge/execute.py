@@ -15,8 +15,10 @@ The plan, as DataFrame transforms (nothing row-sized reaches the driver):
    delete is exempt, as in delta-spark, since every match deletes the same row).
 4. Only those files change. With deletion vectors the changed rows are marked in each file's
    new DV (existing DVs kept) and only updated rows are written (merge-on-read); otherwise the
-   files are rewritten with their unchanged rows copied (copy-on-write). Files whose matched rows
-   no clause changes are never rewritten.
+   files are rewritten with their unchanged rows copied (copy-on-write). When every live row of
+   the touched files changes, there is nothing to copy and each DV would delete its whole file:
+   those files are removed and their rows written without a DV. Files whose matched rows no
+   clause changes are never rewritten.
 5. Inserted rows are the source rows without a match: when the condition is key equalities (and
    conjuncts over the target alone), the source anti-joined with the matched pairs' keys from
    step 2, without a second pass over the target; otherwise anti-joined with the candidate rows.
@@ -605,11 +607,16 @@ class _Plan:
             if self.inserts:
                 m["numTargetRowsInserted"] = self._write(self._inserted()).rows
         else:
-            if use_dvs and not touched.count("no_stats"):
+            # Every live row of the touched files changed: each would get a DV of all its rows and
+            # be removed, so no DV is built - the same commit, copy-on-write.
+            live = touched.count("records") - touched.count("dv_rows")
+            if use_dvs and not touched.count("no_stats") and changed_rows < live:
                 self._merge_on_read(touched, changed_frame)
             else:
-                if use_dvs:  # DVs need each touched file's row count
+                if use_dvs and touched.count("no_stats"):  # DVs need each touched file's row count
                     log.info("Rewriting files of %s: some have no numRecords statistic", self.table_path)
+                elif use_dvs:
+                    log.info("Merge into %s: every row of the touched files changes, no DV", self.table_path)
                 self._copy_on_write(touched, changed_rows)
         m["rewriteTimeMs"] = int((time.time() - rewrite_started) * 1000)
 
