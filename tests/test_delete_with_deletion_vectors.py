@@ -99,6 +99,32 @@ def test_deletes_mark_rows_in_deletion_vectors(spark, tmp_path, replay, caplog):
     check_table(path)
 
 
+def test_a_file_whose_every_row_is_deleted_gets_no_dv_bytes(spark, tmp_path, replay):
+    """A file the delete empties is removed, not given a DV: its bitmap is not written either, so
+    a DV file holds exactly the DVs the log references (its size: the version byte and, per DV,
+    its length, bytes and checksum), and a delete that only empties files writes no DV file."""
+    path = tmp_path / "t"
+    write(spark.range(0, 30, 1, 3), str(path), properties={"delta.enableDeletionVectors": "true"})
+    table = DeltaTable.forPath(spark, str(path))
+
+    mixed = table.delete("id < 12")  # the file of 0-9 emptied, two rows of the file of 10-19
+    m = mixed.metrics
+    assert (m["numRemovedFiles"], m["numDeletionVectorsAdded"], m["numDeletedRows"]) == (1, 1, 12)
+    commit = _commit(path, 1)
+    assert len([a for a in commit if "remove" in a]) == 2
+    dvs = [a["add"]["deletionVector"] for a in commit if "add" in a]
+    assert len(dvs) == 1 and dvs[0]["cardinality"] == 2
+    (dv_file,) = path.glob("deletion_vector_*.bin")
+    assert dv_file.stat().st_size == 1 + 4 + dvs[0]["sizeInBytes"] + 4
+
+    whole = table.delete("id >= 20")  # only the file of 20-29, every row
+    assert (whole.metrics["numRemovedFiles"], whole.metrics["numDeletionVectorsAdded"]) == (1, 0)
+    assert [a for a in _commit(path, 2) if "add" in a] == []
+    assert list(path.glob("deletion_vector_*.bin")) == [dv_file]
+    assert _ids(table) == list(range(12, 20)) == _delta_rs_ids(path)
+    check_table(path)
+
+
 def test_a_delta_spark_table_with_deletion_vectors(spark, tmp_path, conformance):
     path = tmp_path / "t"
     shutil.copytree(conformance / "table-with-dv-small", path)

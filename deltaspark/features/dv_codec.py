@@ -346,7 +346,7 @@ def _close_member(text: str, start: int, end: int, key_end: int | None, out: lis
     out.append((start + offset, start + offset + len(body), key))
 
 
-def dv_file_encoder(write_id: str, prefix: str = ""):  # noqa: ANN201 - a mapInArrow function
+def dv_file_encoder(write_id: str, prefix: str = "", skip_whole: bool = False):  # noqa: ANN201 - a mapInArrow function
     """The `mapInArrow` body that writes DVs: one DV file per task.
 
     Input rows (sorted by `key` within the task): `key` (the data file's canonical path), `rows`
@@ -357,6 +357,10 @@ def dv_file_encoder(write_id: str, prefix: str = ""):  # noqa: ANN201 - a mapInA
     bounds, then one row per task with `key` null holding the DV file (`content`, base64) and its
     `fileSize`. The file's UUID is derived from `write_id` and the task's first key, so a
     recomputed task writes the same bytes under the same name.
+
+    `skip_whole`: a data file whose DV would delete every row (`cardinality >= numRecords`) - one
+    the caller removes instead - gets a row with its cardinality and no bytes in the DV file
+    (`pathOrInlineDv`, `dvFile` null), and a task whose files are all such writes no DV file.
     """
 
     def encode(batches):  # noqa: ANN001, ANN202
@@ -390,8 +394,6 @@ def dv_file_encoder(write_id: str, prefix: str = ""):  # noqa: ANN201 - a mapInA
             names = batch.schema.names
             olds = batch.column("oldCardinality").to_pylist() if "oldCardinality" in names else None
             for i, key in enumerate(keys):
-                if file_id is None:
-                    file_id = uuid.uuid5(uuid.NAMESPACE_URL, f"deltaspark-dv:{write_id}:{key}")
                 values = rows[i].values.to_numpy(zero_copy_only=False)
                 bitmap = BitMap64(values.tolist())
                 if counts[i] is not None and bitmap.max() >= counts[i]:
@@ -399,6 +401,20 @@ def dv_file_encoder(write_id: str, prefix: str = ""):  # noqa: ANN201 - a mapInA
                         f"deltaspark: data file {key}: row index {bitmap.max()} is beyond its "
                         f"numRecords {counts[i]}"
                     )
+                deleted = len(bitmap) - ((olds[i] or 0) if olds is not None else 0)
+                if skip_whole and counts[i] is not None and len(bitmap) >= counts[i]:
+                    for name, value in (
+                        ("key", key),
+                        ("cardinality", len(bitmap)),
+                        ("newlyDeleted", deleted),
+                    ):
+                        columns[name].append(value)
+                    for name in ("dvFile", "pathOrInlineDv", "offset", "sizeInBytes", "content", "fileSize"):
+                        columns[name].append(None)
+                    columns["stats"].append(wide_bounds(stats[i]))
+                    continue
+                if file_id is None:
+                    file_id = uuid.uuid5(uuid.NAMESPACE_URL, f"deltaspark-dv:{write_id}:{key}")
                 data = struct.pack("<I", PORTABLE_MAGIC) + bitmap.serialize()
                 columns["key"].append(key)
                 columns["dvFile"].append(dv_file_name(file_id))
@@ -406,7 +422,7 @@ def dv_file_encoder(write_id: str, prefix: str = ""):  # noqa: ANN201 - a mapInA
                 columns["offset"].append(len(body))
                 columns["sizeInBytes"].append(len(data))
                 columns["cardinality"].append(len(bitmap))
-                columns["newlyDeleted"].append(len(bitmap) - ((olds[i] or 0) if olds is not None else 0))
+                columns["newlyDeleted"].append(deleted)
                 columns["stats"].append(wide_bounds(stats[i]))
                 columns["content"].append(None)
                 columns["fileSize"].append(None)

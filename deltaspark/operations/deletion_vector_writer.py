@@ -90,7 +90,9 @@ def write_deletion_vectors(
     names it - both keyed by their canonical path -, `row_index`) of `candidates` (rows of
     `Snapshot.files()`); every candidate must carry `stats.numRecords`, as the protocol requires
     of files with a DV. `candidate_records`: the candidates' rows in all, which bounds the DV
-    bytes (`dv_bytes_bound`): within `DRIVER_DV_BYTES_CONF` the driver writes the DV files."""
+    bytes (`dv_bytes_bound`): within `DRIVER_DV_BYTES_CONF` the driver writes the DV files. A file
+    whose every row would then be deleted gets a descriptor with its cardinality and no bytes
+    (the caller removes it: `cardinality >= numRecords`), so no DV file holds a DV nothing logs."""
     root = snapshot.tableRoot  # type: ignore[attr-defined]
     new_rows = matched.select(
         canonical_path(F.col("path"), root).alias("key"), "row_index", F.lit(1).alias("is_new")
@@ -117,7 +119,7 @@ def write_deletion_vectors(
         .select("key", "rows", "stats", "numRecords", "oldCardinality")
         .repartition(tasks, "key")
         .sortWithinPartitions("key")
-        .mapInArrow(dv_codec.dv_file_encoder(write_id), DV_ROWS_SCHEMA)
+        .mapInArrow(dv_codec.dv_file_encoder(write_id, skip_whole=True), DV_ROWS_SCHEMA)
     )
     bound = None if candidate_records is None else dv_bytes_bound(candidate_count, candidate_records)
     limit = int(conf_get(spark, DRIVER_DV_BYTES_CONF, str(DEFAULT_DRIVER_DV_BYTES)))
