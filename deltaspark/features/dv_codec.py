@@ -355,8 +355,8 @@ def dv_file_encoder(write_id: str, prefix: str = "", skip_whole: bool = False): 
     (`pathOrInlineDv`, `offset`, `sizeInBytes`, `cardinality`), the rows it deletes beyond
     `oldCardinality` (`newlyDeleted`; all of them without that column) and its stats with wide
     bounds, then one row per task with `key` null holding the DV file (`content`, base64) and its
-    `fileSize`. The file's UUID is derived from `write_id` and the task's first key, so a
-    recomputed task writes the same bytes under the same name.
+    `fileSize`. The file's UUID is derived from `write_id` and the first key whose DV the task
+    writes, so a recomputed task writes the same bytes under the same name.
 
     `skip_whole`: a data file whose DV would delete every row (`cardinality >= numRecords`) - one
     the caller removes instead - gets a row with its cardinality and no bytes in the DV file
@@ -403,15 +403,9 @@ def dv_file_encoder(write_id: str, prefix: str = "", skip_whole: bool = False): 
                     )
                 deleted = len(bitmap) - ((olds[i] or 0) if olds is not None else 0)
                 if skip_whole and counts[i] is not None and len(bitmap) >= counts[i]:
-                    for name, value in (
-                        ("key", key),
-                        ("cardinality", len(bitmap)),
-                        ("newlyDeleted", deleted),
-                    ):
-                        columns[name].append(value)
-                    for name in ("dvFile", "pathOrInlineDv", "offset", "sizeInBytes", "content", "fileSize"):
-                        columns[name].append(None)
-                    columns["stats"].append(wide_bounds(stats[i]))
+                    whole = {"key": key, "cardinality": len(bitmap), "newlyDeleted": deleted}
+                    for name in schema.names:
+                        columns[name].append(whole.get(name))
                     continue
                 if file_id is None:
                     file_id = uuid.uuid5(uuid.NAMESPACE_URL, f"deltaspark-dv:{write_id}:{key}")
