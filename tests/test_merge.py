@@ -782,3 +782,52 @@ def test_files_whose_every_live_row_changes_are_rewritten_without_a_dv(spark, tm
     result = sorted((r["id"], r["name"]) for r in table.toDF().collect())
     assert result == [(i, "u" if 1 <= i <= 18 else "x") for i in range(1, 30)]
     check_table(path)
+
+
+@pytest.mark.parametrize("route", ["held", "spark"])
+def test_marked_rows_join_the_rows_a_files_old_dv_deletes(spark, tmp_path, monkeypatch, route):
+    """With deletion vectors, each touched file's new DV holds the rows its old DV deleted and the
+    rows this merge updates or deletes. On both routes of the changed rows: held on the driver,
+    and Spark's, where each file's changed rows are listed by the aggregate that totals them."""
+    from deltaspark.operations.merge import execute
+    from tests.reference_rows import deleted_rows
+
+    if route == "spark":
+        monkeypatch.setattr(execute, "DRIVER_ROWS", 0)
+    path = tmp_path / "t"
+    rows = spark.range(0, 30, 1, 3).selectExpr(
+        "id", "cast(id AS double) AS amount", "'x' AS name", "0 AS part"
+    )
+    write(rows, str(path), properties={"delta.enableDeletionVectors": "true"})
+    table = DeltaTable.forPath(spark, str(path))
+    table.delete("id IN (0, 1, 12)")  # old DVs: rows 0, 1 of the first file, row 2 of the second
+    source = spark.createDataFrame(
+        [(2, "u"), (3, "u"), (11, "del"), (25, "u"), (40, "u")], "id long, name string"
+    )
+    metrics = (
+        table.alias("t")
+        .merge(source.alias("s"), "t.id = s.id")
+        .whenMatchedDelete("s.name = 'del'")
+        .whenMatchedUpdate(set={"name": "s.name"})
+        .whenNotMatchedInsert(values={"id": "s.id", "amount": "0.0", "name": "s.name", "part": "0"})
+        .execute()
+        .first()
+    )
+    assert tuple(metrics) == (5, 3, 1, 1)
+    lines = (path / "_delta_log" / f"{2:020d}.json").read_text().splitlines()
+    commit = [json.loads(line) for line in lines]
+    dvs = {
+        json.loads(a["add"]["stats"])["minValues"]["id"]: deleted_rows(str(path), a["add"]["deletionVector"])
+        for a in commit
+        if "add" in a and a["add"].get("deletionVector")
+    }
+    assert dvs == {0: {0, 1, 2, 3}, 10: {1, 2}, 20: {5}}  # by each file's first id: its row indexes
+    info = next(a["commitInfo"] for a in commit if "commitInfo" in a)["operationMetrics"]
+    added, updated = info["numTargetDeletionVectorsAdded"], info["numTargetDeletionVectorsUpdated"]
+    assert (added, updated, info["numTargetDeletionVectorsRemoved"]) == ("3", "2", "2")
+    expected = [(i, "u" if i in (2, 3, 25, 40) else "x") for i in [*range(2, 30), 40] if i not in (11, 12)]
+    assert sorted((r["id"], r["name"]) for r in table.toDF().collect()) == expected
+    assert _delta_rs_rows(path) == sorted(
+        ((i, 0.0 if i == 40 else float(i), n, 0) for i, n in expected), key=repr
+    )
+    check_table(path)

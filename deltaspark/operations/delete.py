@@ -259,7 +259,8 @@ def mark_rows_deleted(
     cached: list[Any],
     records: int | None = None,
 ) -> DvMarking:
-    """Mark `matched` rows (of `read_candidates(snapshot, files)`) deleted: a new DV per file holding
+    """Mark `matched` rows (of `read_candidates(snapshot, files)`; or each file's rows listed, as
+    `write_deletion_vectors` takes them) deleted: a new DV per file holding
     one (its old deleted rows kept), the file removed and added back with it, or removed alone when
     every row is then deleted. Nothing is added to `txn` when no file changes. The new descriptors
     stay cached (in `cached`, for the caller to unpersist after the commit): computing them again
@@ -270,7 +271,9 @@ def mark_rows_deleted(
         storage,
         snapshot,
         files,
-        matched.select(F.col(FILE_COLUMN).alias("path"), F.col("_row_index").alias("row_index")),
+        matched
+        if "rows" in matched.columns
+        else matched.select(F.col(FILE_COLUMN).alias("path"), F.col("_row_index").alias("row_index")),
         file_count,
         records,
     )

@@ -87,24 +87,33 @@ def write_deletion_vectors(
     candidate_records: int | None = None,
 ) -> DeletionVectorUpdate:
     """DV files for `matched` rows (`path`: the file's path in the log or its location as a scan
-    names it - both keyed by their canonical path -, `row_index`) of `candidates` (rows of
+    names it - both keyed by their canonical path -, and `row_index`, or each file's `rows` listed
+    once: an array of distinct row indexes) of `candidates` (rows of
     `Snapshot.files()`); every candidate must carry `stats.numRecords`, as the protocol requires
     of files with a DV. `candidate_records`: the candidates' rows in all, which bounds the DV
     bytes (`dv_bytes_bound`): within `DRIVER_DV_BYTES_CONF` the driver writes the DV files. A file
     whose every row would then be deleted gets a descriptor with its cardinality and no bytes
     (the caller removes it: `cardinality >= numRecords`), so no DV file holds a DV nothing logs."""
     root = snapshot.tableRoot  # type: ignore[attr-defined]
-    new_rows = matched.select(
-        canonical_path(F.col("path"), root).alias("key"), "row_index", F.lit(1).alias("is_new")
-    )
     with_dv = candidates.where(F.col("deletionVector").isNotNull())
-    old_rows = deleted_rows(snapshot, with_dv).select("key", "row_index", F.lit(0).alias("is_new"))
-    touched = (
-        new_rows.unionByName(old_rows)
-        .groupBy("key")
-        .agg(F.collect_list("row_index").alias("rows"), F.max("is_new").alias("touched"))
-        .where(F.col("touched") == 1)
-    )
+    old_rows = deleted_rows(snapshot, with_dv)
+    if "rows" in matched.columns:  # each file's rows listed already: its old DV's rows joined to them
+        old = old_rows.groupBy("key").agg(F.collect_list("row_index").alias("old"))
+        touched = (
+            matched.select(canonical_path(F.col("path"), root).alias("key"), "rows")
+            .join(old, "key", "left")
+            .select("key", F.concat("rows", F.coalesce("old", F.array().cast("array<long>"))).alias("rows"))
+        )
+    else:
+        new_rows = matched.select(
+            canonical_path(F.col("path"), root).alias("key"), "row_index", F.lit(1).alias("is_new")
+        )
+        touched = (
+            new_rows.unionByName(old_rows.select("key", "row_index", F.lit(0).alias("is_new")))
+            .groupBy("key")
+            .agg(F.collect_list("row_index").alias("rows"), F.max("is_new").alias("touched"))
+            .where(F.col("touched") == 1)
+        )
     info = candidates.select(
         canonical_path(F.col("path"), root).alias("key"),
         F.col("stats"),

@@ -14,7 +14,9 @@ The plan, as DataFrame transforms (nothing row-sized reaches the driver):
    (`MergeCardinalityError` otherwise; a merge whose only matched clause is an unconditional
    delete is exempt, as in delta-spark, since every match deletes the same row).
 4. Only those files change. With deletion vectors the changed rows are marked in each file's
-   new DV (existing DVs kept) and only updated rows are written (merge-on-read); otherwise the
+   new DV (existing DVs kept) and only updated rows are written (merge-on-read): the aggregate of
+   step 3 is followed by one per file listing its changed rows, which is cached in place of the
+   rows and from which the DVs are built, without another shuffle of the rows; otherwise the
    files are rewritten with their unchanged rows copied (copy-on-write). When every live row of
    the touched files changes, there is nothing to copy and each DV would delete its whole file:
    those files are removed and their rows written without a DV. Files whose matched rows no
@@ -123,6 +125,7 @@ TARGET_ALIAS = "__deltaspark_target"  # the target's alias when the user gave no
 SOURCE_HERE = "__deltaspark_source_present"
 ROW_INDEX = "__deltaspark_row_index"
 PAIR_BYTES = 256  # about the size of a matched pair's row: its file, position, clause and key
+LISTED_ROW_BYTES = 8  # a changed row in its file's list (the DV route): its index
 DRIVER_ROWS = 10_000  # source rows (and then changed target rows) a merge holds on the driver
 DRIVER_SOURCE_BYTES = 8 * 1024 * 1024  # Spark's estimate of a source the driver may hold
 # A cached source up to this size (as cached, with the row struct the join carries) is broadcast to
@@ -557,20 +560,41 @@ class _Plan:
             per_row = per_row.select(
                 "*",
                 F.when(changes > 0, 1).alias("__changed"),
-                *([F.when(changes > 0, F.col(LOCATION)).alias("__changed_file")] if with_files else []),
+                *(
+                    [F.when(changes > 0, F.col(LOCATION)).alias("__changed_file")]
+                    if with_files and not use_dvs
+                    else []
+                ),
                 F.when(changes > 1, 1).alias("__ambiguous"),
                 *[
                     F.when((changes > 0) & F.col("clause").isin(k), 1).alias(f"__kind{i}")
                     for i, k in enumerate(kinds)
                 ],
             )
-            # Cached only when read again: the DV route marks the changed rows, and without the
-            # candidates held the touched files come from their distinct. Copy-on-write with the
-            # touched files in the totals reads it once (and, on a cardinality error, once more).
-            if use_dvs or not with_files:
-                per_row = persist_sized(per_row, size, StorageLevel.MEMORY_AND_DISK)
-                self.cached.append(per_row)
-            totals = totals_of(per_row, counted)
+            if use_dvs:
+                # The DV route marks the changed rows: each file's, listed by one more aggregate
+                # (its shuffle carries lists), cached in place of the rows, and totalled.
+                per_file = per_row.groupBy(LOCATION).agg(
+                    *[F.count(t.column).alias(t.column) for t in counted if t.kind == "count"],
+                    F.max("pairs").alias("pairs"),
+                    F.collect_list(F.when(changes > 0, F.col(ROW_INDEX))).alias("rows"),
+                )
+                if with_files:
+                    touching = F.when(F.col("__changed") > 0, F.col(LOCATION))
+                    per_file = per_file.select("*", touching.alias("__changed_file"))
+                listed_size = None if size is None else size // PAIR_BYTES * LISTED_ROW_BYTES
+                per_file = persist_sized(per_file, listed_size, StorageLevel.MEMORY_AND_DISK)
+                self.cached.append(per_file)
+                summed = tuple(Total(t.name, "sum", t.column) if t.kind == "count" else t for t in counted)
+                totals = totals_of(per_file, summed)
+            else:
+                # Cached only when read again: without the candidates held the touched files come
+                # from their distinct. Copy-on-write with the touched files in the totals reads it
+                # once (and, on a cardinality error, once more).
+                if not with_files:
+                    per_row = persist_sized(per_row, size, StorageLevel.MEMORY_AND_DISK)
+                    self.cached.append(per_row)
+                totals = totals_of(per_row, counted)
         if totals["ambiguous"] and not self.duplicates_allowed:
             if held is not None:
                 worst = next(r for r in held if r["changes"] > 1)
@@ -594,6 +618,9 @@ class _Plan:
             rows = {LOCATION: [r[LOCATION] for r in marked], ROW_INDEX: [r[ROW_INDEX] for r in marked]}
             changed_frame = local_frame(self.spark, rows, _CHANGED_ROWS)
             files: list[str] | None = sorted({r[LOCATION] for r in marked})
+        elif use_dvs:
+            changed_frame = per_file.where(F.col("__changed") > 0).select(LOCATION, "rows")
+            files = list(totals["files"] or []) if with_files else None
         else:
             changed_frame = per_row.where(changes > 0).select(LOCATION, ROW_INDEX)
             files = list(totals["files"] or []) if with_files else None
@@ -601,7 +628,8 @@ class _Plan:
         if files is not None:
             located = local_frame(self.spark, {LOCATION: files}, _TOUCHED)
         else:
-            located = changed_frame.select(LOCATION).distinct()
+            located = changed_frame.select(LOCATION)
+            located = located if use_dvs else located.distinct()  # listed rows: one per file already
         touched = self._touched(located) if changed_rows else None
         if touched is None:
             if self.inserts:
@@ -676,7 +704,10 @@ class _Plan:
     def _merge_on_read(self, touched: FileSet, changed: DataFrame) -> None:
         """Changed rows marked in the touched files' DVs; updated and inserted rows written."""
         # each row's file as the scan names it: DVs are keyed by canonical path, as the log's are
-        marked = changed.select(F.col(LOCATION).alias(FILE_COLUMN), F.col(ROW_INDEX).alias("_row_index"))
+        if "rows" in changed.columns:
+            marked = changed.select(F.col(LOCATION).alias("path"), "rows")
+        else:
+            marked = changed.select(F.col(LOCATION).alias(FILE_COLUMN), F.col(ROW_INDEX).alias("_row_index"))
         marking = mark_rows_deleted(
             self.spark,
             self.storage,
