@@ -258,6 +258,7 @@ def mark_rows_deleted(
     now: int,
     cached: list[Any],
     records: int | None = None,
+    old_dvs: bool = True,
 ) -> DvMarking:
     """Mark `matched` rows (of `read_candidates(snapshot, files)`; or each file's rows listed, as
     `write_deletion_vectors` takes them) deleted: a new DV per file holding
@@ -265,7 +266,8 @@ def mark_rows_deleted(
     every row is then deleted. Nothing is added to `txn` when no file changes. The new descriptors
     stay cached (in `cached`, for the caller to unpersist after the commit): computing them again
     would write the DV files again. `records`: the rows of `files` in all (their totals), which
-    lets the driver write few DV files itself (`write_deletion_vectors`)."""
+    lets the driver write few DV files itself (`write_deletion_vectors`); `old_dvs` False: none of
+    `files` has a DV (no old deleted rows to read)."""
     update = write_deletion_vectors(
         spark,
         storage,
@@ -276,6 +278,7 @@ def mark_rows_deleted(
         else matched.select(F.col(FILE_COLUMN).alias("path"), F.col("_row_index").alias("row_index")),
         file_count,
         records,
+        old_dvs,
     )
     cached.append(update)
     changed = _held_changed(files, update, snapshot.tableRoot)
@@ -325,7 +328,17 @@ def _mark_deleted(
     matched = read_candidates(snapshot, candidates.frame, candidates.listed).where(matches)
     files, records = candidates.count("files"), candidates.records()
     marking = mark_rows_deleted(
-        spark, storage, snapshot, txn, candidates.frame, files, matched, now, cached, records
+        spark,
+        storage,
+        snapshot,
+        txn,
+        candidates.frame,
+        files,
+        matched,
+        now,
+        cached,
+        records,
+        old_dvs=candidates.count("dvs") > 0,
     )
     if not marking.changed_files:
         return None

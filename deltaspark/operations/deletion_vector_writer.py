@@ -85,6 +85,7 @@ def write_deletion_vectors(
     matched: DataFrame,
     candidate_count: int,
     candidate_records: int | None = None,
+    old_dvs: bool = True,
 ) -> DeletionVectorUpdate:
     """DV files for `matched` rows (`path`: the file's path in the log or its location as a scan
     names it - both keyed by their canonical path -, and `row_index`, or each file's `rows` listed
@@ -93,24 +94,25 @@ def write_deletion_vectors(
     of files with a DV. `candidate_records`: the candidates' rows in all, which bounds the DV
     bytes (`dv_bytes_bound`): within `DRIVER_DV_BYTES_CONF` the driver writes the DV files. A file
     whose every row would then be deleted gets a descriptor with its cardinality and no bytes
-    (the caller removes it: `cardinality >= numRecords`), so no DV file holds a DV nothing logs."""
+    (the caller removes it: `cardinality >= numRecords`), so no DV file holds a DV nothing logs.
+    `old_dvs` False: the caller knows no candidate has a DV, so no old deleted rows are read."""
     root = snapshot.tableRoot  # type: ignore[attr-defined]
-    with_dv = candidates.where(F.col("deletionVector").isNotNull())
-    old_rows = deleted_rows(snapshot, with_dv)
+    key = canonical_path(F.col("path"), root).alias("key")
+    old_rows = (
+        deleted_rows(snapshot, candidates.where(F.col("deletionVector").isNotNull())) if old_dvs else None
+    )
     if "rows" in matched.columns:  # each file's rows listed already: its old DV's rows joined to them
-        old = old_rows.groupBy("key").agg(F.collect_list("row_index").alias("old"))
-        touched = (
-            matched.select(canonical_path(F.col("path"), root).alias("key"), "rows")
-            .join(old, "key", "left")
-            .select("key", F.concat("rows", F.coalesce("old", F.array().cast("array<long>"))).alias("rows"))
-        )
+        touched = matched.select(key, "rows")
+        if old_rows is not None:
+            old = old_rows.groupBy("key").agg(F.collect_list("row_index").alias("old"))
+            kept = F.concat("rows", F.coalesce("old", F.array().cast("array<long>")))
+            touched = touched.join(old, "key", "left").select("key", kept.alias("rows"))
     else:
-        new_rows = matched.select(
-            canonical_path(F.col("path"), root).alias("key"), "row_index", F.lit(1).alias("is_new")
-        )
+        new_rows = matched.select(key, "row_index", F.lit(1).alias("is_new"))
+        if old_rows is not None:
+            new_rows = new_rows.unionByName(old_rows.select("key", "row_index", F.lit(0).alias("is_new")))
         touched = (
-            new_rows.unionByName(old_rows.select("key", "row_index", F.lit(0).alias("is_new")))
-            .groupBy("key")
+            new_rows.groupBy("key")
             .agg(F.collect_list("row_index").alias("rows"), F.max("is_new").alias("touched"))
             .where(F.col("touched") == 1)
         )

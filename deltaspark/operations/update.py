@@ -343,6 +343,7 @@ def update(
                 now,
                 cached,
                 candidates.records(),
+                old_dvs=candidates.count("dvs") > 0,
             )
             # the rows each new DV marks; the DV steps read no file list again
             touched, updated = candidates, marking.newly_deleted

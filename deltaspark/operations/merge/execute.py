@@ -107,6 +107,7 @@ from deltaspark.operations.write import (
 from deltaspark.read.scan import LOCATION, read_files, tie_to_files
 from deltaspark.snapshot import Snapshot
 from deltaspark.spark_compat import (
+    coalesced_partitions,
     conf_get,
     is_local,
     local_frame,
@@ -582,8 +583,12 @@ class _Plan:
                 if with_files:
                     touching = F.when(F.col("__changed") > 0, F.col(LOCATION))
                     per_file = per_file.select("*", touching.alias("__changed_file"))
-                listed_size = None if size is None else size // PAIR_BYTES * LISTED_ROW_BYTES
-                per_file = persist_sized(per_file, listed_size, StorageLevel.MEMORY_AND_DISK)
+                # Merged into few partitions, not reshuffled (as `persist_sized` does small data):
+                # the lists' last stage only joins each file's partial lists.
+                if size is not None:
+                    listed = size // PAIR_BYTES * LISTED_ROW_BYTES
+                    per_file = per_file.coalesce(coalesced_partitions(self.spark, listed))
+                per_file = per_file.persist(StorageLevel.MEMORY_AND_DISK)
                 self.cached.append(per_file)
                 summed = tuple(Total(t.name, "sum", t.column) if t.kind == "count" else t for t in counted)
                 totals = totals_of(per_file, summed)
@@ -719,6 +724,7 @@ class _Plan:
             self.now,
             self.cached,
             touched.records(),
+            old_dvs=touched.count("dvs") > 0,
         )
         self.changed = self.changed or marking.changed_files > 0
         m = self.metrics
