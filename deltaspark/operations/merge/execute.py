@@ -584,7 +584,7 @@ class _Plan:
                     touching = F.when(F.col("__changed") > 0, F.col(LOCATION))
                     per_file = per_file.select("*", touching.alias("__changed_file"))
                 # Merged into few partitions, not reshuffled (as `persist_sized` does small data):
-                # the lists' last stage only joins each file's partial lists.
+                # the lists' last stage only concatenates each file's partial lists.
                 if size is not None:
                     listed = size // PAIR_BYTES * LISTED_ROW_BYTES
                     per_file = per_file.coalesce(coalesced_partitions(self.spark, listed))
