@@ -252,22 +252,20 @@ def mark_rows_deleted(
     storage: Storage,
     snapshot: Snapshot,
     txn: Transaction,
-    files: DataFrame,
-    file_count: int,
+    file_set: FileSet,
     matched: DataFrame,
     now: int,
     cached: list[Any],
-    records: int | None = None,
-    old_dvs: bool = True,
 ) -> DvMarking:
     """Mark `matched` rows (of `read_candidates(snapshot, files)`; or each file's rows listed, as
     `write_deletion_vectors` takes them) deleted: a new DV per file holding
     one (its old deleted rows kept), the file removed and added back with it, or removed alone when
     every row is then deleted. Nothing is added to `txn` when no file changes. The new descriptors
     stay cached (in `cached`, for the caller to unpersist after the commit): computing them again
-    would write the DV files again. `records`: the rows of `files` in all (their totals), which
-    lets the driver write few DV files itself (`write_deletion_vectors`); `old_dvs` False: none of
-    `files` has a DV (no old deleted rows to read)."""
+    would write the DV files again. `file_set`'s totals give what the DV writer needs: how many
+    files there are, their rows in all (which lets the driver write few DV files itself) and
+    whether any has a DV (old deleted rows to keep)."""
+    files = file_set.frame
     update = write_deletion_vectors(
         spark,
         storage,
@@ -276,9 +274,9 @@ def mark_rows_deleted(
         matched
         if "rows" in matched.columns
         else matched.select(F.col(FILE_COLUMN).alias("path"), F.col("_row_index").alias("row_index")),
-        file_count,
-        records,
-        old_dvs,
+        file_set.count("files"),
+        file_set.records(),
+        file_set.count("dvs") > 0,
     )
     cached.append(update)
     changed = _held_changed(files, update, snapshot.tableRoot)
@@ -326,20 +324,7 @@ def _mark_deleted(
 ) -> DataFrame | None:
     """Deletion vectors for the files holding matching rows; returns the deleted rows (for CDF)."""
     matched = read_candidates(snapshot, candidates.frame, candidates.listed).where(matches)
-    files, records = candidates.count("files"), candidates.records()
-    marking = mark_rows_deleted(
-        spark,
-        storage,
-        snapshot,
-        txn,
-        candidates.frame,
-        files,
-        matched,
-        now,
-        cached,
-        records,
-        old_dvs=candidates.count("dvs") > 0,
-    )
+    marking = mark_rows_deleted(spark, storage, snapshot, txn, candidates, matched, now, cached)
     if not marking.changed_files:
         return None
     marking.record(metrics)

@@ -332,19 +332,7 @@ def update(
         if use_dvs:
             matched = matched.persist()
             cached.append(matched)
-            marking = mark_rows_deleted(
-                spark,
-                storage,
-                snapshot,
-                txn,
-                candidates.frame,
-                candidates.count("files"),
-                matched,
-                now,
-                cached,
-                candidates.records(),
-                old_dvs=candidates.count("dvs") > 0,
-            )
+            marking = mark_rows_deleted(spark, storage, snapshot, txn, candidates, matched, now, cached)
             # the rows each new DV marks; the DV steps read no file list again
             touched, updated = candidates, marking.newly_deleted
         else:

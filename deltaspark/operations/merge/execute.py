@@ -714,17 +714,7 @@ class _Plan:
         else:
             marked = changed.select(F.col(LOCATION).alias(FILE_COLUMN), F.col(ROW_INDEX).alias("_row_index"))
         marking = mark_rows_deleted(
-            self.spark,
-            self.storage,
-            self.snapshot,
-            self.txn,
-            touched.frame,
-            touched.count("files"),
-            marked,
-            self.now,
-            self.cached,
-            touched.records(),
-            old_dvs=touched.count("dvs") > 0,
+            self.spark, self.storage, self.snapshot, self.txn, touched, marked, self.now, self.cached
         )
         self.changed = self.changed or marking.changed_files > 0
         m = self.metrics
