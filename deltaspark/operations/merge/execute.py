@@ -585,8 +585,8 @@ class _Plan:
                     per_file = per_file.select("*", touching.alias("__changed_file"))
                 # Merged into few partitions, not reshuffled (as `persist_sized` does small data):
                 # the lists' last stage only concatenates each file's partial lists.
-                if size is not None:
-                    listed = size // PAIR_BYTES * LISTED_ROW_BYTES
+                if not self.by_source:  # a changed row per source row at most
+                    listed = self.metrics["numSourceRows"] * LISTED_ROW_BYTES
                     per_file = per_file.coalesce(coalesced_partitions(self.spark, listed))
                 per_file = per_file.persist(StorageLevel.MEMORY_AND_DISK)
                 self.cached.append(per_file)
