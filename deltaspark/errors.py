@@ -252,6 +252,19 @@ class MergeCardinalityError(DeltaSparkError):
         )
 
 
+class MergeSourceLostError(DeltaSparkError):
+    """MERGE: the source's rows, kept once so that every pass reads the same rows, were lost
+    (their executors gone, or evicted) in every attempt; nothing was committed."""
+
+    def __init__(self, table_path: str, attempts: int) -> None:
+        self.attempts = attempts
+        super().__init__(
+            f"Cannot merge into {table_path}: the source's kept rows were lost in each of {attempts} "
+            "attempts (executors lost or their blocks evicted); nothing was committed. Retry when "
+            "the cluster is stable, or give the executors more memory or disk"
+        )
+
+
 class AppendOnlyTableError(DeltaSparkError):
     """The table is append-only (`delta.appendOnly`): files may be added, never removed."""
 

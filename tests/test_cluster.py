@@ -54,6 +54,8 @@ CLUSTER_TESTS = {
         # rows read, DV files staged and rows rewritten by the executors
         "tests/test_delete_with_deletion_vectors.py::test_deletes_and_updates_through_the_distributed_reader",
         "tests/test_merge.py::test_each_clause_kind_on_both_paths",
+        # the kept source's blocks live in the executors: lost there, the merge starts over
+        "tests/test_merge.py::test_a_merge_whose_kept_source_loses_rows_starts_over",
     ],
     "optimize": [
         "tests/test_optimize.py::test_zorder_makes_point_lookups_skip_files_on_each_column",

@@ -22,6 +22,7 @@ from deltaspark.errors import (
     InvalidArgumentError,
     InvariantViolationError,
     MergeCardinalityError,
+    MergeSourceLostError,
 )
 from deltaspark.table import write
 from tests.writer_rules import check_table
@@ -588,9 +589,9 @@ def test_schema_evolution_widens_a_column_when_the_table_allows_it(spark, tmp_pa
     check_table(path)
 
 
-def test_a_cached_source_within_the_bound_is_broadcast_to_the_join(spark, tmp_path, monkeypatch):
-    """Spark broadcasts by its own threshold (10 MB of its estimates); a merge's cached source up to
-    `spark.deltaspark.merge.broadcastSourceBytes` (its real size, the cache being filled) is
+def test_a_kept_source_within_the_bound_is_broadcast_to_the_join(spark, tmp_path, monkeypatch):
+    """Spark broadcasts by its own threshold (10 MB of its estimates); a merge's kept source up to
+    `spark.deltaspark.merge.broadcastSourceBytes` (its size as kept, measured once filled) is
     broadcast too. Spark's own broadcast is turned off here, so that only the merge's rule decides."""
     from deltaspark.operations.merge import execute
 
@@ -630,6 +631,96 @@ def test_a_cached_source_within_the_bound_is_broadcast_to_the_join(spark, tmp_pa
     finally:
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
         spark.conf.unset(execute.BROADCAST_SOURCE_CONF)
+
+
+def _operation_metrics(path: str, version: int) -> dict[str, int]:
+    """The `operationMetrics` of the commit at `version`, as numbers."""
+    lines = (Path(path) / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    info = next(json.loads(x)["commitInfo"] for x in lines if "commitInfo" in x)
+    return {k: int(v) for k, v in info["operationMetrics"].items()}
+
+
+@pytest.mark.parametrize("route", ["held", "spark"])
+def test_a_non_deterministic_source_is_read_once(spark, tmp_path, monkeypatch, route):
+    """Every pass of a merge reads the same source rows, even from a source that gives other rows
+    each time it is computed (a Python UDF drawing random numbers: Spark's own `rand()` is seeded
+    and repeats itself). Were the source computed again by a pass, the keys the update finds and
+    those the insert finds would be two different draws: rows lost or inserted twice."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from deltaspark.operations.merge import execute
+
+    if route == "spark":
+        monkeypatch.setattr(execute, "DRIVER_ROWS", 0)
+    path = str(tmp_path / "t")
+    write(spark.range(0, 1000, 1, 2).selectExpr("id", "'old' AS name"), path)
+    draw = F.udf(lambda _: random.random() < 0.5, "boolean").asNondeterministic()
+    source = spark.range(0, 2000, 1, 2).where(draw(F.col("id"))).selectExpr("id", "'new' AS name")
+    table = DeltaTable.forPath(spark, path)
+    merge = table.alias("t").merge(source.alias("s"), "t.id = s.id")
+    merge.whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    metrics = _operation_metrics(path, 1)
+    drawn = metrics["numSourceRows"]
+    assert 700 < drawn < 1300  # about half of 2,000
+    assert metrics["numTargetRowsUpdated"] + metrics["numTargetRowsInserted"] == drawn
+    rows = table.toDF()
+    assert rows.count() == 1000 + metrics["numTargetRowsInserted"]
+    assert rows.select("id").distinct().count() == rows.count()
+    assert rows.where("name = 'new'").count() == drawn
+    assert rows.where("name = 'old' AND id >= 1000").count() == 0
+    check_table(Path(path))
+
+
+def test_a_merge_whose_kept_source_loses_rows_starts_over(spark, tmp_path, monkeypatch, caplog):
+    """The source is kept once by the executors that computed it (a local checkpoint); when some
+    of it is lost (an executor gone, its blocks evicted) the next pass fails, and the merge starts
+    over with a new copy, kept on two executors - never reading the source again within a pass,
+    never committing half. After `SOURCE_ATTEMPTS` losses, `MergeSourceLostError`, nothing
+    committed. The loss is made here by releasing the copy's blocks once it is filled."""
+    from deltaspark.operations.merge import execute
+
+    monkeypatch.setattr(execute, "DRIVER_ROWS", 0)  # kept by Spark, not held on the driver (4.x)
+    path = str(tmp_path / "t")
+    write(spark.range(0, 100, 1, 2).selectExpr("id", "'old' AS name"), path)
+    source = spark.range(50, 150, 1, 2).selectExpr("id", "'new' AS name")
+    losses: list[bool] = []
+    broadcastable = execute._Plan._broadcastable
+
+    def lose_once(self):  # the copy is filled by the key bounds, just before this
+        if self.kept is not None and self.kept._rdd is not None and len(losses) < lose:
+            losses.append(self.replicated)
+            self.kept._rdd.unpersist(True)
+        return broadcastable(self)
+
+    monkeypatch.setattr(execute._Plan, "_broadcastable", lose_once)
+    table = DeltaTable.forPath(spark, path)
+
+    def upsert():
+        merge = table.alias("t").merge(source.alias("s"), "t.id = s.id")
+        merge.whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+
+    lose = 1
+    with caplog.at_level(logging.WARNING, logger="deltaspark.operations.merge.execute"):
+        upsert()
+    metrics = _operation_metrics(path, 1)
+    assert losses == [False]  # the first copy was lost; the second, replicated, was not
+    assert any("lost its kept source; attempt 2" in r.getMessage() for r in caplog.records)
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (50, 50)
+    assert table.history().count() == 2  # the write and one merge
+    rows = table.toDF()
+    assert rows.count() == 150 and rows.where("name = 'new'").count() == 100
+    check_table(Path(path))
+
+    losses.clear()
+    lose = execute.SOURCE_ATTEMPTS
+    with pytest.raises(MergeSourceLostError, match="lost in each of 4 attempts") as raised:
+        upsert()
+    assert raised.value.attempts == execute.SOURCE_ATTEMPTS
+    assert losses == [False, True, True, True]
+    assert table.history().count() == 2  # nothing committed
+    assert table.toDF().count() == 150
 
 
 @pytest.mark.parametrize("route", ["held", "spark"])

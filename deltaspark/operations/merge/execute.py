@@ -2,9 +2,10 @@
 
 The plan, as DataFrame transforms (nothing row-sized reaches the driver):
 
-1. The source is cached (a non-deterministic source would otherwise give the two passes below
-   different rows) and aggregated once: its row count and the range of each key the condition
-   equates with a target column (`pruning`).
+1. The source's rows are kept once (a local checkpoint, as delta-spark materializes a merge
+   source: a non-deterministic source would otherwise give the passes below different rows; when
+   an executor holding some is lost, the merge starts over) and aggregated once: its row count and
+   the range of each key the condition equates with a target column (`pruning`).
 2. Target files that cannot hold a match are skipped. One pass over the candidate files' rows
    (only the columns the condition and the clauses read) joins them with the source - inner, or
    left when not-matched-by-source clauses need the unmatched target rows; the source is the side
@@ -60,7 +61,7 @@ from pyspark.sql.types import (
     TimestampNTZType,
 )
 
-from deltaspark.errors import InvalidArgumentError, MergeCardinalityError
+from deltaspark.errors import InvalidArgumentError, MergeCardinalityError, MergeSourceLostError
 from deltaspark.features.column_mapping import with_column_mapping
 from deltaspark.features.enablement import features_for_schema, required_protocol
 from deltaspark.features.identity_columns import with_high_water_marks
@@ -107,10 +108,12 @@ from deltaspark.operations.write import (
 from deltaspark.read.scan import LOCATION, read_files, tie_to_files
 from deltaspark.snapshot import Snapshot
 from deltaspark.spark_compat import (
+    KeptCopy,
     coalesced_partitions,
     conf_get,
     is_local,
     local_frame,
+    lost_kept_rows,
     parse_bytes,
     persist_sized,
     plan_bytes,
@@ -129,11 +132,13 @@ PAIR_BYTES = 256  # about the size of a matched pair's row: its file, position, 
 LISTED_ROW_BYTES = 8  # a changed row in its file's list (the DV route): its index
 DRIVER_ROWS = 10_000  # source rows (and then changed target rows) a merge holds on the driver
 DRIVER_SOURCE_BYTES = 8 * 1024 * 1024  # Spark's estimate of a source the driver may hold
-# A cached source up to this size (as cached, with the row struct the join carries) is broadcast to
-# the join with the target's rows, where Spark's own threshold (10 MB, on its estimates) would
-# shuffle both sides: the size is the cache's own, measured as it was filled, not an estimate.
+# A kept source up to this size (as kept: the JVM's estimate of its rows as objects, about twice
+# their bytes) is broadcast to the join with the target's rows, where Spark's own threshold (10 MB,
+# on its estimates) would shuffle both sides: the size is the copy's own, measured as it was filled,
+# not an estimate.
 BROADCAST_SOURCE_CONF = "spark.deltaspark.merge.broadcastSourceBytes"
-DEFAULT_BROADCAST_SOURCE_BYTES = "64MB"
+DEFAULT_BROADCAST_SOURCE_BYTES = "128MB"
+SOURCE_ATTEMPTS = 4  # merges started over when the kept source loses rows (delta-spark's default)
 # Key types whose collected values Python orders as Spark does (not floating point: NaN; not
 # timestamps with a time zone: collected as local wall-clock times, which a daylight-saving change
 # can put out of order).
@@ -177,23 +182,37 @@ def merge(
         check_rows_changeable(snapshot, table_path, "merge into")
     else:
         check_writable_rows(snapshot.protocol, snapshot.metadata, table_path)
-    txn = Transaction(spark, storage, table_path, snapshot)
-    plan = _Plan(
-        spark, storage, table_path, snapshot, txn, target_alias or TARGET_ALIAS, source, condition, clauses
-    )
-    plan.evolve = schema_evolution
-    if not apply_once(txn, app, table_path):
-        return MergeOutcome(None, plan.metrics)
-    plan.schema, plan.configuration = _evolved(snapshot, txn, source, clauses, schema_evolution, table_path)
-    try:
-        outcome = plan.run()
-    except Exception as exc:  # a value out of its column's range, raised by a Spark task
-        found = out_of_range_error(exc)
-        if found is None:
-            raise
-        raise found from None
-    finally:
-        plan.release()
+    alias = target_alias or TARGET_ALIAS
+    attempt = 0
+    while True:
+        attempt += 1
+        txn = Transaction(spark, storage, table_path, snapshot)
+        plan = _Plan(spark, storage, table_path, snapshot, txn, alias, source, condition, clauses)
+        plan.evolve = schema_evolution
+        plan.replicated = attempt > 1
+        if not apply_once(txn, app, table_path):
+            return MergeOutcome(None, plan.metrics)
+        plan.schema, plan.configuration = _evolved(
+            snapshot, txn, source, clauses, schema_evolution, table_path
+        )
+        try:
+            outcome = plan.run()
+            break
+        except Exception as exc:
+            # The kept source lost rows (an executor gone): nothing is committed yet, so the merge
+            # starts over with a new copy, kept on two executors on Spark 4 (the files written so far are
+            # never committed: vacuum removes them).
+            if lost_kept_rows(exc):
+                if attempt < SOURCE_ATTEMPTS:
+                    log.warning("Merge into %s lost its kept source; attempt %d", table_path, attempt + 1)
+                    continue
+                raise MergeSourceLostError(table_path, attempt) from exc
+            found = out_of_range_error(exc)  # a value out of its column's range, raised by a task
+            if found is None:
+                raise
+            raise found from None
+        finally:
+            plan.release()
     outcome.metrics["executionTimeMs"] = int((time.time() - started) * 1000)
     return outcome
 
@@ -245,7 +264,9 @@ class _Plan:
         self.schema: StructType = snapshot.schema
         self.configuration: dict[str, str] = {}
         self.cached: list[Any] = []
-        self.broadcast_source = False  # decided once the source is cached (`_broadcastable`)
+        self.broadcast_source = False  # decided once the source is kept (`_broadcastable`)
+        self.replicated = False  # the source kept on two executors (a merge started over)
+        self.kept: KeptCopy | None = None  # the source's rows, unless held on the driver
         self.changed = False  # whether a file was added or removed
         self.touched_files: DataFrame | None = None  # the files holding a changed row
         self.matched_keys: DataFrame | None = None  # the matched pairs' source keys
@@ -300,11 +321,12 @@ class _Plan:
     def run(self) -> MergeOutcome:
         started = time.time()
         columns = list(self.user_source.columns)
-        self.source = self._held_source() or persist_sized(
-            self.user_source, plan_bytes(self.user_source), StorageLevel.MEMORY_AND_DISK
-        )
-        self.cached.append(self.source)
-        self.source = self.source.select(
+        held = self._held_source()
+        if held is None:
+            self.kept = KeptCopy(self.user_source, plan_bytes(self.user_source), self.replicated)
+            self.cached.append(self.kept)
+            held = self.kept.frame
+        self.source = held.select(
             "*",
             F.lit(True).alias(SOURCE_HERE),
             F.struct(*[F.col(quote(c)) for c in columns]).alias(SOURCE_ROW),
@@ -319,7 +341,7 @@ class _Plan:
         self.keyed = parts.keys_decide_matches()
         # each key's source range bounds the target's (not where a cast could reorder the keys)
         self.ranged = [] if self.by_source else parts.ranged_pairs()
-        source_rows, ranges = self._key_bounds(self.ranged)  # fills the source's cache
+        source_rows, ranges = self._key_bounds(self.ranged)  # fills the kept source
         self.broadcast_source = self._broadcastable()
         self.metrics["numSourceRows"] = source_rows
         candidates = self._candidates(parts, ranges, source_rows)
@@ -346,15 +368,15 @@ class _Plan:
         return int(row[0]), [(row[1 + 2 * i], row[2 + 2 * i]) for i in range(len(ranged))]
 
     def _broadcastable(self) -> bool:
-        """Whether the cached source is small enough to broadcast (`BROADCAST_SOURCE_CONF`): its
-        cache is filled by now, and Spark's statistics of a filled cache are its real size. A
-        source held on the driver is broadcast by Spark anyway; -1 turns this off."""
-        if is_local(self.source):
+        """Whether the kept source is small enough to broadcast (`BROADCAST_SOURCE_CONF`): the copy
+        is filled by now, and its size is measured, not estimated. A source held on the driver is
+        broadcast by Spark anyway; -1 turns this off."""
+        if self.kept is None or is_local(self.source):
             return False
         bound = parse_bytes(conf_get(self.spark, BROADCAST_SOURCE_CONF, DEFAULT_BROADCAST_SOURCE_BYTES))
-        size = plan_bytes(self.source)
+        size = self.kept.kept_bytes()
         broadcast = bound >= 0 and size is not None and size <= bound
-        log.info("Merge source of %s: %s bytes cached, broadcast: %s", self.table_path, size, broadcast)
+        log.info("Merge source of %s: %s bytes kept, broadcast: %s", self.table_path, size, broadcast)
         return broadcast
 
     def _held_source(self) -> DataFrame | None:
