@@ -369,9 +369,9 @@ class _Plan:
 
     def _broadcastable(self) -> bool:
         """Whether the kept source is small enough to broadcast (`BROADCAST_SOURCE_CONF`): the copy
-        is filled by now, and its size is measured, not estimated. A source held on the driver is
-        broadcast by Spark anyway; -1 turns this off."""
-        if self.kept is None or is_local(self.source):
+        is filled by now, and its size is measured, not estimated. A source held on the driver (not
+        kept, or kept as it is: no size) is broadcast by Spark anyway; -1 turns this off."""
+        if self.kept is None:
             return False
         bound = parse_bytes(conf_get(self.spark, BROADCAST_SOURCE_CONF, DEFAULT_BROADCAST_SOURCE_BYTES))
         size = self.kept.kept_bytes()
