@@ -295,6 +295,29 @@ def test_the_change_data_feed_agrees_with_delta_table_changes(delta, conformance
     pytest.fail(f"no version of {name} has its changes recorded")
 
 
+def test_modification_times_are_whole_milliseconds_truncated_as_spark_lists_them(spark, tmp_path):
+    """The data source's own storage (pyarrow, in Spark's Python workers) and Hadoop's listing give
+    a log file the same modification time - a commit's timestamp when it has no in-commit one: the
+    nanoseconds truncated, where pyarrow's `mtime` rounds them to microseconds (.787999721 s read
+    as .788: one ms later, and every later commit's timestamp moved with it)."""
+    from deltaspark.datasource.arrow_storage import ArrowStorage
+    from deltaspark.storage import storage_for
+
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    base = 1_796_295_695 * 10**9
+    nanos = {f"{v:020d}.json": base + offset for v, offset in enumerate((787_999_721, 788_034_953, 999_999))}
+    for name, ns in nanos.items():
+        (log / name).write_text("{}\n")
+        os.utime(log / name, ns=(ns, ns))
+    expected = {name: ns // 1_000_000 for name, ns in nanos.items()}
+    arrow = ArrowStorage()
+    assert {f.name: f.modification_time for f in arrow.list_dir(str(log))} == expected
+    assert {n: arrow.status(str(log / n)).modification_time for n in nanos} == expected
+    hadoop = storage_for(spark).list_dir(str(log))
+    assert {f.name: f.modification_time for f in hadoop if f.name in nanos} == expected
+
+
 def _feed(spark, path: str, **options):
     reader = spark.read.format("delta").option("readChangeFeed", "true")
     for key, value in options.items():

@@ -50,9 +50,10 @@ class ArrowStorage(Storage):
         for info in filesystem.get_file_info(fs.FileSelector(inner, recursive=False)):
             if info.type != fs.FileType.File:
                 continue
-            mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else 0
             out.append(
-                FileStatus(join_path(qualified, info.base_name), info.base_name, info.size or 0, mtime)
+                FileStatus(
+                    join_path(qualified, info.base_name), info.base_name, info.size or 0, _millis(info)
+                )
             )
         return out
 
@@ -88,5 +89,13 @@ class ArrowStorage(Storage):
         _, _, info = self._info(path)
         if info.type != fs.FileType.File:
             return None
-        mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else 0
-        return FileStatus(self.qualify(path), info.base_name, info.size or 0, mtime)
+        return FileStatus(self.qualify(path), info.base_name, info.size or 0, _millis(info))
+
+
+def _millis(info: object) -> int:
+    """A file's modification time in whole milliseconds, truncated as Hadoop's `FileStatus` (and
+    so Spark's listing) gives it: from the nanoseconds, not from `mtime`, which pyarrow rounds
+    to microseconds (a file modified at .787999721 s read as .788, a commit timestamp 1 ms later
+    than the same log's read by Spark)."""
+    nanos = getattr(info, "mtime_ns", None)
+    return int(nanos) // 1_000_000 if nanos is not None else 0
