@@ -847,7 +847,7 @@ _CRASH = textwrap.dedent(
 )
 
 
-@pytest.mark.one_suite("4.x")  # crash safety: put-if-absent and renames, not the Spark version
+@pytest.mark.one_suite("3.5")  # crash safety: put-if-absent and renames, not the Spark version
 def test_a_checkpoint_killed_mid_write_leaves_the_table_readable(spark, tmp_path):
     """Two drivers killed with SIGKILL (in child processes, run side by side): one after the first of
     several multi-part parts moved into the log, one after a V2 sidecar but before the top-level file."""

@@ -145,7 +145,7 @@ def test_demo_in_process(spark, tmp_path, capsys):
 JVM_NOTICES = ("WARNING: Using incubator modules",)
 
 
-@pytest.mark.one_suite("4.x")  # the entry point; the demo itself runs in process on both suites
+@pytest.mark.one_suite("3.5")  # the entry point; the demo itself runs in process on both suites
 def test_console_script_runs_the_demo_end_to_end(tmp_path):
     """The console script as a user runs it, in a JVM of its own: stdout is exactly the JSON asked
     for (no Spark WARN lines, no progress bars), stderr holds no Spark log line at all."""

@@ -5,8 +5,9 @@ so every task runs in an executor JVM of its own, with Python workers of its own
 needs can come from the driver's memory. deltaspark is not installed in the Python those workers
 run: it reaches them as a zip of the package, as a user ships it (`addPyFile`, `--py-files`). The
 tests in `CLUSTER_TESTS` run again in a child pytest whose session is the cluster's
-(`DELTASPARK_TEST_MASTER`, see conftest.py) in the pyspark 4.x suite, and those in
-`CLUSTER_TESTS_35` in the 3.5 suite. Both runs stop the cluster, with every process it started, when they end.
+(`DELTASPARK_TEST_MASTER`, see conftest.py) in the pyspark 4.x suite; the 3.5 suite submits the
+maintenance jobs to the cluster instead. Each run stops the cluster, with every process it started,
+when it ends.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import pytest
 
 import deltaspark
 from deltaspark import DeltaTable
-from deltaspark.spark_compat import PYSPARK_VERSION
 from tests.conftest import CLUSTER_MASTER, CONNECT, REPO
 from tests.standalone import Cluster, standalone_cluster
 from tests.test_checkpoint_job import _checkpoints as checkpoints_of
@@ -35,11 +35,10 @@ from tests.test_checkpoint_job import _table as checkpoint_table
 # deletion vectors decoded and written in Python workers, files deleted by tasks, Iceberg manifests
 # read and written there, a table's storage settings carried to the tasks. (Reads through Spark's
 # own scans - column mapping, row tracking, partition values - run alike on any master; the suite
-# checks them in local mode.) The executor-side code is the same on both Spark versions, so each
-# capability runs in one suite's cluster run: most in the 4.x suite's, Iceberg in the 3.5 suite's
-# (the shorter one), and deletion vectors decoded in the executors' Python workers in both. The
-# checkpoint and audit jobs run on the cluster's executors in the 3.5 suite's spark-submit test
-# below, with the package shipped as a zip.
+# checks them in local mode.) The executor-side code is the same on both Spark versions, so the
+# cluster run is the 4.x suite's; the 3.5 suite's spark-submit test below runs the checkpoint and
+# audit jobs on the cluster's executors (deletion vectors read there too), the package shipped as a
+# zip.
 CLUSTER_TESTS = {
     "the shipped package": [
         "tests/test_cluster.py::test_executors_import_deltaspark_from_the_shipped_zip",
@@ -57,6 +56,10 @@ CLUSTER_TESTS = {
         # the kept source's blocks live in the executors: lost there, the merge starts over
         "tests/test_merge.py::test_a_merge_whose_kept_source_loses_rows_starts_over",
     ],
+    "iceberg: manifests and deletes read by tasks": [
+        "tests/test_iceberg_read.py::test_rows_the_source_project_expects"
+        "[impala-iceberg_v2_delete_both_eq_and_pos-None-columns8-expected8]",
+    ],
     "optimize": [
         "tests/test_optimize.py::test_zorder_makes_point_lookups_skip_files_on_each_column",
     ],
@@ -68,14 +71,6 @@ CLUSTER_TESTS = {
         "tests/test_object_store.py::test_format_delta_reads_and_streams_a_table_in_s3_with_the_session_s_settings",
     ],
 }
-# The pyspark 3.5 suite's share of the cluster run: the DV read again, and Iceberg.
-CLUSTER_TESTS_35 = [
-    "tests/test_read.py::test_deletion_vectors_inline_relative_and_absolute[spark]",
-    # Iceberg: manifests and deletes read, and manifests and Puffin deletion vectors written, by tasks
-    "tests/test_iceberg_read.py::test_rows_the_source_project_expects"
-    "[impala-iceberg_v2_delete_both_eq_and_pos-None-columns8-expected8]",
-    "tests/test_iceberg_export.py::test_deletion_vectors_and_row_lineage_in_format_3",
-]
 
 pytestmark = pytest.mark.skipif(CONNECT, reason="a classic session's test (the Connect run has its own)")
 
@@ -133,10 +128,10 @@ def test_executors_import_deltaspark_from_the_shipped_zip(spark):
     assert all(".zip" in path for _, path in found), found
 
 
+@pytest.mark.one_suite("4.x")  # the 3.5 suite submits the jobs to the cluster (below)
 @pytest.mark.skipif(CLUSTER_MASTER is not None, reason="the cluster run itself")
 def test_the_cluster_part_of_the_suite_passes_on_a_standalone_cluster(cluster, shipped):
-    on_4 = PYSPARK_VERSION >= (4, 0)
-    ids = [i for group in CLUSTER_TESTS.values() for i in group] if on_4 else CLUSTER_TESTS_35
+    ids = [i for group in CLUSTER_TESTS.values() for i in group]
     env = {
         **os.environ,
         "DELTASPARK_TEST_MASTER": cluster.url,
@@ -174,15 +169,17 @@ def _table(spark, path: Path, dvs: bool) -> str:
     return str(path)
 
 
-# In the 3.5 suite (Databricks LTS and EMR 7.x submit with Spark 3.5), which has the time: the
-# 4.x suite runs the cluster run in full.
+# In the 3.5 suite (Databricks LTS and EMR 7.x submit with Spark 3.5): the 4.x suite runs the
+# cluster run.
 @pytest.mark.one_suite("3.5")
 @pytest.mark.skipif(CLUSTER_MASTER is not None, reason="the cluster run itself")
 def test_the_jobs_and_the_cli_run_through_spark_submit_with_the_package_shipped(
     spark, cluster, shipped, tmp_path
 ):
-    """The three jobs and the command line, submitted to the cluster with `--py-files`: neither the
-    driver's Python nor the workers' has deltaspark installed."""
+    """The scheduled maintenance jobs (checkpoint and log cleanup; audit), submitted to the cluster
+    with `--py-files`: neither the driver's Python nor the workers' has deltaspark installed. (The
+    Iceberg sync job and the command line are the same entry-point shape, run in process by
+    `test_iceberg_sync_job.py` and `test_cli.py`: each application submitted costs a minute of CI.)"""
     before = {p.parent.parent.name for p in cluster.executor_dirs()}
     tables = [_table(spark, tmp_path / "dv", True), _table(spark, tmp_path / "cow", False)]
     listing = tmp_path / "tables.txt"
@@ -245,13 +242,6 @@ def test_the_jobs_and_the_cli_run_through_spark_submit_with_the_package_shipped(
     audits = json.loads((tmp_path / "audit.json").read_text())
     assert [a["status"] for a in audits["tables"]] == ["passed", "passed"], audits
 
-    submit("sync_iceberg.py", tables[1], "--output", str(tmp_path / "sync.json"))
-    synced = json.loads((tmp_path / "sync.json").read_text())
-    assert [t["status"] for t in synced["tables"]] == ["ok"], synced
-    assert list((Path(tables[1]) / "metadata").glob("*.metadata.json")), "no Iceberg metadata written"
-
-    cli = submit("deltaspark_cli.py", "describe", tables[0], "--json")
-    assert json.loads(cli.stdout)["version"] == 4
     # Every application ran its tasks on the workers' executors.
     applications = {p.parent.parent.name for p in cluster.executor_dirs()}
-    assert len(applications - before) == 4, applications  # the three jobs and the CLI
+    assert len(applications - before) == 2, applications  # the two jobs

@@ -25,6 +25,7 @@ from deltaspark.errors import (
     MergeSourceLostError,
 )
 from deltaspark.table import write
+from tests.conftest import CLUSTER_MASTER
 from tests.writer_rules import check_table
 
 deltalake = pytest.importorskip("deltalake")
@@ -712,6 +713,11 @@ def test_a_merge_whose_kept_source_loses_rows_starts_over(spark, tmp_path, monke
     rows = table.toDF()
     assert rows.count() == 150 and rows.where("name = 'new'").count() == 100
     check_table(Path(path))
+    if CLUSTER_MASTER is not None:
+        # The cluster run proves the restart where the blocks live in executors; giving up after
+        # `SOURCE_ATTEMPTS` is the driver's count, checked in local mode (on the cluster each of the
+        # four failing passes waits out Spark's task retries: minutes of CI).
+        return
 
     losses.clear()
     lose = execute.SOURCE_ATTEMPTS
