@@ -173,7 +173,7 @@ def _table(spark, path: Path, dvs: bool) -> str:
 # cluster run.
 @pytest.mark.one_suite("3.5")
 @pytest.mark.skipif(CLUSTER_MASTER is not None, reason="the cluster run itself")
-def test_the_jobs_and_the_cli_run_through_spark_submit_with_the_package_shipped(
+def test_the_maintenance_jobs_run_through_spark_submit_with_the_package_shipped(
     spark, cluster, shipped, tmp_path
 ):
     """The scheduled maintenance jobs (checkpoint and log cleanup; audit), submitted to the cluster

@@ -715,8 +715,8 @@ def test_a_merge_whose_kept_source_loses_rows_starts_over(spark, tmp_path, monke
     check_table(Path(path))
     if CLUSTER_MASTER is not None:
         # The cluster run proves the restart where the blocks live in executors; giving up after
-        # `SOURCE_ATTEMPTS` is the driver's count, checked in local mode (on the cluster each of the
-        # four failing passes waits out Spark's task retries: minutes of CI).
+        # `SOURCE_ATTEMPTS` is the driver's count, checked in local mode (on a cluster each of the
+        # four failing passes also waits out Spark's retries of its failing tasks).
         return
 
     losses.clear()
