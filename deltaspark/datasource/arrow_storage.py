@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
 from deltaspark.file_io import open_file
 from deltaspark.storage import FileStatus, Storage, join_path
+
+if TYPE_CHECKING:
+    from pyarrow import fs
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
@@ -92,10 +96,9 @@ class ArrowStorage(Storage):
         return FileStatus(self.qualify(path), info.base_name, info.size or 0, _millis(info))
 
 
-def _millis(info: object) -> int:
+def _millis(info: fs.FileInfo) -> int:
     """A file's modification time in whole milliseconds, truncated as Hadoop's `FileStatus` (and
     so Spark's listing) gives it: from the nanoseconds, not from `mtime`, which pyarrow rounds
     to microseconds (a file modified at .787999721 s read as .788, a commit timestamp 1 ms later
     than the same log's read by Spark)."""
-    nanos = getattr(info, "mtime_ns", None)
-    return int(nanos) // 1_000_000 if nanos is not None else 0
+    return info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
