@@ -113,13 +113,6 @@ def sql_in(column: str, values: list[str]) -> Column:
     return F.expr(f"`{column}` IN ({listed})")
 
 
-def url_decode(column: Column) -> Column:
-    """RFC 2396 decoding of a path: `%XX` escapes only (a literal `+` stays a `+`)."""
-    protected = F.regexp_replace(column, r"\+", "%2B")
-    decoder = getattr(F, "try_url_decode", None) or F.url_decode
-    return decoder(protected)
-
-
 def conf_get(spark: SparkSession, key: str, default: str) -> str:
     """A session setting, or `default` (some Connect servers reject unknown keys with a default)."""
     try:

@@ -538,9 +538,7 @@ def test_multi_part_parts_are_spark_hash_partitions_of_the_join_key(spark, log, 
     # no file, the others are numbered in partition order, and protocol and metadata come last,
     # in a part of their own.
     snapshot = DeltaTable.forPath(spark, log.path).snapshot()
-    keys = snapshot.fileActions().withColumn(
-        "key", join_key_of_canonical(F.col("path_key"), snapshot.tableRoot)
-    )
+    keys = snapshot.fileActions().withColumn("key", join_key_of_canonical("path_key", snapshot.tableRoot))
     assert {r["key"] for r in keys.where("is_add").collect()} == {
         *(f"f{i}" for i in range(10)),
         "h i",

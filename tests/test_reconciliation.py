@@ -251,11 +251,19 @@ def test_checkpoint_paths_are_matched_to_the_tail_in_any_spelling(spark, log, pl
     ]
 
 
-@pytest.mark.parametrize("root", ["file:/data/t", "s3a://b/w/t+(1)$^.*\\E[x]", "/plain/t", "relative/t"])
+@pytest.mark.parametrize(
+    "root",
+    ["file:/data/t", "s3a://b/w/t+(1)$^.*\\E[x]", "s3a://b/it's/t", "/plain/\u00e9t\u00e9", "relative/t"],
+)
 def test_join_key_is_equal_exactly_when_canonical_paths_are(spark, root):
-    from pyspark.sql import functions as F
-
-    from deltaspark.log.paths import canonical_path, join_key, join_key_of_canonical, normalize_root
+    from deltaspark.log.paths import (
+        canonical_path,
+        canonical_path_sql,
+        join_key,
+        join_key_of_canonical,
+        normalize_root,
+        path_key,
+    )
 
     base = normalize_root(root)
     paths = [
@@ -296,12 +304,15 @@ def test_join_key_is_equal_exactly_when_canonical_paths_are(spark, root):
     frame = spark.createDataFrame([(p,) for p in paths], "path string")
     rows = frame.select(
         "path",
-        canonical_path(F.col("path"), root).alias("canonical"),
-        join_key(F.col("path"), root).alias("key"),
-        join_key_of_canonical(canonical_path(F.col("path"), root), root).alias("key_of_canonical"),
+        canonical_path("path", root).alias("canonical"),
+        join_key("path", root).alias("key"),
+        join_key_of_canonical(canonical_path_sql("path", root), root).alias("key_of_canonical"),
     ).collect()
     for r in rows:
         assert r["key"] == r["key_of_canonical"], r
+        # the SQL expression gives what the driver's own decoding gives (None: left to Spark)
+        expected = path_key(r["path"], root)
+        assert expected is None or r["canonical"] == expected, (r, expected)
     for r in rows:
         for q in rows:
             assert (r["key"] == q["key"]) == (r["canonical"] == q["canonical"]), (r, q)

@@ -261,6 +261,6 @@ def change_data_files(ctx: AuditContext) -> DataFrame:
         return ctx.spark.createDataFrame([], FINDINGS_SCHEMA)
     cdc = read_json_actions(ctx.spark, commits, ["cdc"]).where(F.col("cdc").isNotNull())
     files = cdc.select(
-        canonical_path(F.col("cdc.path"), ctx.root).alias("path"), F.col("cdc.size").alias("size"), "version"
+        canonical_path("cdc.path", ctx.root).alias("path"), F.col("cdc.size").alias("size"), "version"
     )
     return _missing_or_resized(ctx, files, "files.change_data", "change data file")

@@ -55,7 +55,7 @@ def referenced_files(ctx: AuditContext) -> DataFrame:
         actions = read_json_actions(ctx.spark, others, ["add", "remove"]).where(
             F.col("add").isNotNull() | F.col("remove").isNotNull()
         )
-        logged = F.coalesce(F.col("add.path"), F.col("remove.path"))
+        logged = "coalesce(add.path, remove.path)"
         data = data.unionByName(actions.select(canonical_path(logged, ctx.root).alias("path")))
         descriptors = descriptors.unionByName(
             actions.select(
@@ -74,13 +74,13 @@ def referenced_files(ctx: AuditContext) -> DataFrame:
         else ids.distinct()
     )
     dv_files = map_in_arrow(ids, dv_codec.dv_path_batches(strict=False), "path string").select(
-        canonical_path(F.col("path"), ctx.root).alias("path")
+        canonical_path("path", ctx.root).alias("path")
     )
     frames = [data, dv_files]
     commits = ctx.files_of(LogFileKind.COMMIT)
     if commits:
         cdc = read_json_actions(ctx.spark, commits, ["cdc"]).where(F.col("cdc").isNotNull())
-        frames.append(cdc.select(canonical_path(F.col("cdc.path"), ctx.root).alias("path")))
+        frames.append(cdc.select(canonical_path("cdc.path", ctx.root).alias("path")))
     out = frames[0]
     for frame in frames[1:]:
         out = out.unionByName(frame)

@@ -96,7 +96,7 @@ def plan(
     touched = (
         actions.select(F.coalesce(F.col("add.path"), F.col("remove.path")).alias("path"))
         .where(F.col("path").isNotNull())
-        .select(canonical_path(F.col("path"), root).alias("path"))
+        .select(canonical_path("path", root).alias("path"))
         .distinct()
     )
     listed = [r.asDict(recursive=True) for r in manifests(spark, previous, current).collect()]

@@ -187,7 +187,7 @@ def to_iceberg(spark: Any, storage: Storage, snapshot: Snapshot, format_version:
     )  # fmt: skip
     partition = F.col("partitionValues_parsed") if typed else F.lit(None).cast("struct<_:int>")
     tasks = files.select(
-        canonical_path(F.col("path"), root).alias("file_path"),
+        canonical_path("path", root).alias("file_path"),
         F.col("size"),
         partition.alias("partition"),
         F.col("stats_parsed.numRecords").alias("record_count"),

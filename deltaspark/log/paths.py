@@ -3,6 +3,13 @@
 `add`/`remove` paths are RFC 2396 URIs, relative to the table root or absolute. The canonical key
 is the decoded absolute path with `file:` spellings unified (`file:///x`, `file://localhost/x`,
 `file:/x`). It is a Spark expression: no UDF, no driver round trip.
+
+The expressions are written as SQL text and handed to Spark in one `F.expr`: three JVM round trips
+each, where building them from Column functions (`F.col`, `when`, `contains`, ...: each a call into
+the JVM) took ~70 for a canonical path and ~80 for a join key - made by every replay and by every
+read of a merge, a delete or an update, several times each. Literals taken from the table root go
+in as hexadecimal bytes (`CAST(X'..' AS STRING)`), which every setting of Spark's parser reads the
+same way whatever the root holds (quotes, backslashes).
 """
 
 from __future__ import annotations
@@ -13,8 +20,6 @@ from urllib.parse import unquote
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-
-from deltaspark.spark_compat import url_decode
 
 _SCHEME_RE = r"^[a-zA-Z][a-zA-Z0-9+.-]*:"
 _FILE_FORMS_RE = r"^file:(//(localhost)?)?/"
@@ -38,22 +43,47 @@ def _scheme_and_authority(root: str) -> str:
     return m.group(1) if m else ""
 
 
-def canonical_path(path: Column, table_root: str) -> Column:
+def _text(value: str) -> str:
+    """`value` as a SQL string literal: plainly when it holds neither a quote nor a backslash (the
+    parser's escape settings then cannot matter), else as its UTF-8 bytes in hexadecimal."""
+    if value.isascii() and "'" not in value and "\\" not in value:
+        return f"'{value}'"
+    return f"CAST(X'{value.encode('utf-8').hex()}' AS STRING)"
+
+
+def _decoder() -> str:
+    """Spark's URL decoder that yields null on a malformed escape where there is one (Spark 4)."""
+    return "try_url_decode" if hasattr(F, "try_url_decode") else "url_decode"
+
+
+def canonical_path_sql(path: str, table_root: str) -> str:
+    """`canonical_path` as SQL text, `path` a SQL expression of the logged path (a column's name,
+    dotted for a field)."""
     root = normalize_root(table_root)
-    decoded = F.when(path.contains("%"), url_decode(path)).otherwise(path)
-    absolute = unify_file_uri(decoded)
-    rooted_at_slash = F.concat(F.lit(_scheme_and_authority(root)), decoded)
-    relative = F.concat(F.lit(root + "/"), decoded)
-    general = (
-        F.when(decoded.contains(":") & decoded.rlike(_SCHEME_RE), absolute)  # the regex only if it may match
-        .when(decoded.startswith("/"), rooted_at_slash)
-        .otherwise(relative)
+    p = f"({path})"
+    # RFC 2396 decoding: `%XX` escapes only (a literal `+` stays a `+`)
+    decoded = (
+        f"(CASE WHEN contains({p}, '%') THEN {_decoder()}(regexp_replace({p}, '[+]', '%2B')) ELSE {p} END)"
+    )
+    absolute = f"regexp_replace({decoded}, '{_FILE_FORMS_RE}', 'file:/')"
+    rooted_at_slash = f"concat({_text(_scheme_and_authority(root))}, {decoded})"
+    relative = f"concat({_text(root + '/')}, {decoded})"
+    general = (  # the regular expression only where it may match
+        f"(CASE WHEN contains({decoded}, ':') AND {decoded} RLIKE '{_SCHEME_RE}' THEN {absolute}"
+        f" WHEN startswith({decoded}, '/') THEN {rooted_at_slash} ELSE {relative} END)"
     )
     if root.endswith("/") or _absolute_root(table_root) is None:
         return general
     # A path under the (canonical) root without an escape is canonical already - as every path a
     # scan reports for a table's own files is: no regular expression per row for those.
-    return F.when(path.startswith(root + "/") & ~path.contains("%"), path).otherwise(general)
+    under = f"startswith({p}, {_text(root + '/')}) AND NOT contains({p}, '%')"
+    return f"(CASE WHEN {under} THEN {p} ELSE {general} END)"
+
+
+def canonical_path(path: str, table_root: str) -> Column:
+    """The canonical key of a logged path (see the module docstring); `path` a SQL expression of
+    it (a column's name, dotted for a field)."""
+    return F.expr(canonical_path_sql(path, table_root))
 
 
 def _java_quoted(text: str) -> str:
@@ -68,22 +98,27 @@ def _absolute_root(table_root: str) -> str | None:
     return root if root.startswith("/") or re.match(_SCHEME_RE, root) else None
 
 
-def join_key_of_canonical(canonical: Column, table_root: str) -> Column:
-    """The key `join_key` gives a path, from its `canonical_path`: the canonical path with the table
-    root and `/` stripped, unless what remains could be read as an absolute path (a leading `/` or
-    a scheme). Every canonical path is absolute and a stripped one is not, so two keys are equal
-    exactly when the canonical paths are. Under a root that is not absolute (never the case for a
-    resolved table) the key is the canonical path itself."""
+def _join_key_of_canonical_sql(canonical: str, table_root: str) -> str:
     root = _absolute_root(table_root)
     if root is None:
         return canonical
     not_absolute = r"(?![a-zA-Z][a-zA-Z0-9+.-]*:|/)"
-    return F.regexp_replace(canonical, "^" + _java_quoted(root + "/") + not_absolute, "")
+    pattern = "^" + _java_quoted(root + "/") + not_absolute
+    return f"regexp_replace({canonical}, {_text(pattern)}, '')"
 
 
-def join_key(path: Column, table_root: str) -> Column:
-    """A key of a logged path, equal for two paths exactly when their `canonical_path`s are, and
-    much cheaper to compute: a key to join on.
+def join_key_of_canonical(canonical: str, table_root: str) -> Column:
+    """The key `join_key` gives a path, from its `canonical_path` (`canonical`: a SQL expression of
+    it): the canonical path with the table root and `/` stripped, unless what remains could be read
+    as an absolute path (a leading `/` or a scheme). Every canonical path is absolute and a stripped
+    one is not, so two keys are equal exactly when the canonical paths are. Under a root that is
+    not absolute (never the case for a resolved table) the key is the canonical path itself."""
+    return F.expr(_join_key_of_canonical_sql(f"({canonical})", table_root))
+
+
+def join_key(path: str, table_root: str) -> Column:
+    """A key of a logged path (`path`: a SQL expression of it), equal for two paths exactly when
+    their `canonical_path`s are, and much cheaper to compute: a key to join on.
 
     A path logged without an escape, not rooted at `/` and not starting with `file:` or the table
     root's scheme - as writers log nearly every path - is its own key: one scan of the string (for
@@ -93,15 +128,16 @@ def join_key(path: Column, table_root: str) -> Column:
     `join_key_of_canonical`. Building the canonical path of every row was a quarter of a big
     checkpoint's replay, and a second scan of each path (for `:`) another sixth.
     """
-    keyed = join_key_of_canonical(canonical_path(path, table_root), table_root)
+    keyed = _join_key_of_canonical_sql(canonical_path_sql(path, table_root), table_root)
     root = _absolute_root(table_root)
     if root is None:
-        return keyed
-    as_logged = ~path.contains("%") & ~path.startswith("/") & ~path.startswith("file:")
+        return F.expr(keyed)
+    p = f"({path})"
+    as_logged = f"NOT contains({p}, '%') AND NOT startswith({p}, '/') AND NOT startswith({p}, 'file:')"
     scheme = re.match(_SCHEME_RE, root)
     if scheme and scheme.group(0) != "file:":
-        as_logged = as_logged & ~path.startswith(scheme.group(0))
-    return F.when(as_logged, path).otherwise(keyed)
+        as_logged += f" AND NOT startswith({p}, {_text(scheme.group(0))})"
+    return F.expr(f"CASE WHEN {as_logged} THEN {p} ELSE {keyed} END")
 
 
 _ESCAPE_RUN = re.compile(r"(?:%[0-9a-fA-F]{2})+")

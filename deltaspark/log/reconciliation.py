@@ -119,7 +119,7 @@ def file_action_rows(
     return files.select(
         "version",
         checked.otherwise(has_add).alias("is_add"),
-        canonical_path(path, table_root).alias("path_key"),
+        canonical_path(LOGGED_PATH, table_root).alias("path_key"),
         dv_unique_id(dv).alias("dv_id"),
         "add",
         "remove",
@@ -127,15 +127,18 @@ def file_action_rows(
     )
 
 
+LOGGED_PATH = "CASE WHEN add IS NOT NULL THEN add.path ELSE remove.path END"  # as SQL text
+
+
 def logged_path() -> Column:
     """The path of a file action row, as logged."""
-    return F.when(F.col("add").isNotNull(), F.col("add.path")).otherwise(F.col("remove.path"))
+    return F.expr(LOGGED_PATH)
 
 
 def file_key(table_root: str) -> Column:
     """`paths.join_key` of a file action row's logged path: the one key every plan groups, matches
     and lays out files by (equal exactly when the canonical paths are)."""
-    return join_key(logged_path(), table_root)
+    return join_key(LOGGED_PATH, table_root)
 
 
 def newest_per_file(

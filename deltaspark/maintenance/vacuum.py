@@ -158,7 +158,7 @@ def known_paths(spark: SparkSession, snapshot: Snapshot, root: str, cutoff_ms: i
         )
         frames.append(
             dv_files.select(
-                canonical_path(F.col("path"), root).alias("path"),
+                canonical_path("path", root).alias("path"),
                 "kept",
                 "removedVersion",
                 F.lit(True).alias("isDv"),
@@ -289,7 +289,7 @@ def _readded_since(ctx: VacuumContext) -> DataFrame | None:
     if not commits:
         return None
     adds = read_json_actions(ctx.spark, commits, ["add"]).where(F.col("add").isNotNull())
-    return adds.select(canonical_path(F.col("add.path"), ctx.root).alias("path"), "version").distinct()
+    return adds.select(canonical_path("add.path", ctx.root).alias("path"), "version").distinct()
 
 
 def _delete(ctx: VacuumContext, candidates: DataFrame) -> DataFrame:

@@ -88,7 +88,7 @@ def lite_candidates(spark: SparkSession, root: str, commits: Sequence[LogFile]) 
     removed = actions.where(F.col("remove").isNotNull())
     when_removed = F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0))
     files = removed.select(
-        canonical_path(F.col("remove.path"), root).alias("path"),
+        canonical_path("remove.path", root).alias("path"),
         F.coalesce(F.col("remove.size"), F.lit(0)).cast("long").alias("size"),
         when_removed.alias("modificationTime"),
     )
@@ -107,9 +107,9 @@ def lite_candidates(spark: SparkSession, root: str, commits: Sequence[LogFile]) 
     dv_files = dvs.mapInArrow(
         dv_codec.dv_path_batches(strict=True, keep=("size", "modificationTime")),
         "path string, size long, modificationTime long",
-    ).select(canonical_path(F.col("path"), root).alias("path"), "size", "modificationTime")
+    ).select(canonical_path("path", root).alias("path"), "size", "modificationTime")
     cdc = actions.where(F.col("cdc").isNotNull()).select(
-        canonical_path(F.col("cdc.path"), root).alias("path"),
+        canonical_path("cdc.path", root).alias("path"),
         F.coalesce(F.col("cdc.size"), F.lit(0)).cast("long").alias("size"),
         F.lit(0).cast("long").alias("modificationTime"),
     )

@@ -287,7 +287,7 @@ def mark_rows_deleted(
             F.col("stats").alias("__newStats"),
             F.col("newlyDeleted").alias("__newlyDeleted"),
         )
-        changed = files.withColumn("key", canonical_path(F.col("path"), snapshot.tableRoot)).join(new, "key")
+        changed = files.withColumn("key", canonical_path("path", snapshot.tableRoot)).join(new, "key")
         # its totals, removes and adds: one join, not three
         changed = persist_sized(changed, snapshot.stateBytes)
         cached.append(changed)

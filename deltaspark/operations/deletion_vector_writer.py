@@ -97,7 +97,7 @@ def write_deletion_vectors(
     (the caller removes it: `cardinality >= numRecords`), so no DV file holds a DV nothing logs.
     `old_dvs` False: the caller knows no candidate has a DV, so no old deleted rows are read."""
     root = snapshot.tableRoot  # type: ignore[attr-defined]
-    key = canonical_path(F.col("path"), root).alias("key")
+    key = canonical_path("path", root).alias("key")
     old_rows = (
         deleted_rows(snapshot, candidates.where(F.col("deletionVector").isNotNull())) if old_dvs else None
     )
@@ -117,7 +117,7 @@ def write_deletion_vectors(
             .where(F.col("touched") == 1)
         )
     info = candidates.select(
-        canonical_path(F.col("path"), root).alias("key"),
+        canonical_path("path", root).alias("key"),
         F.col("stats"),
         F.col("stats_parsed.numRecords").alias("numRecords"),
         F.coalesce(F.col("deletionVector.cardinality"), F.lit(0)).alias("oldCardinality"),

@@ -43,12 +43,12 @@ def _keyed(files: DataFrame, root: str, side: str) -> DataFrame:
     """`files()` rows as (`__key`, one struct column `side` of the lean action fields)."""
     dv = F.coalesce(dv_unique_id(F.col("deletionVector")), F.lit(""))
     lean = F.struct(*[F.col(name) for name in _LEAN], F.col("stats_parsed.numRecords").alias("num_records"))
-    key = F.concat_ws("\0", canonical_path(F.col("path"), root), dv)
+    key = F.concat_ws("\0", canonical_path("path", root), dv)
     return files.select(key.alias("__key"), lean.alias(side))
 
 
 def _check_exist(spark: SparkSession, files: DataFrame, root: str) -> None:
-    paths = [r[0] for r in files.select(canonical_path(F.col("path"), root)).collect()]
+    paths = [r[0] for r in files.select(canonical_path("path", root)).collect()]
     if not paths:
         return
     try:

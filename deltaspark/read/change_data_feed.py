@@ -151,7 +151,7 @@ def read_changes(start_snapshot: Any, latest: Any, listing: list[LogFile]) -> Da
             actions, without_cdc & action.isNotNull() & F.coalesce(action.getField("dataChange"), F.lit(True))
         ).select(
             "version",
-            canonical_path(action.getField("path"), root).alias("_file"),
+            canonical_path(f"{kind}.path", root).alias("_file"),
             action.alias(alias),
             F.col("file").alias(f"{alias}_log"),
         )

@@ -101,7 +101,7 @@ def read_distributed(
         else F.lit(None).cast(files.schema["deletionVector"].dataType)
     )
     tasks = files.select(
-        canonical_path(F.col("path"), snapshot.tableRoot).alias("path"),
+        canonical_path("path", snapshot.tableRoot).alias("path"),
         "partitionValues_parsed",
         dv.alias("deletionVector"),
         "baseRowId",

@@ -184,7 +184,7 @@ def deleted_rows(
         schema = _frame(dv_files).select("path", "deletionVector").schema.add("location", "string")
         dv_files = spark.createDataFrame(local, schema)
     dv = F.col("deletionVector")
-    path_key = canonical_path(F.col("path"), root)
+    path_key = canonical_path("path", root)
     descriptors = _frame(dv_files).select(
         deletion_key(path_key, dv_unique_id(dv) if by_dv else None).alias("key"),
         path_key.alias("file"),
@@ -228,7 +228,7 @@ def deleted_rows(
                 spark.read.format("binaryFile")
                 .options(**STRICT_READ_OPTIONS)
                 .load([escape_glob(loc) for loc in locations])
-                .select(canonical_path(F.col("path"), root).alias("location"), "content")
+                .select(canonical_path("path", root).alias("location"), "content")
             )
         except Exception as exc:
             missing = re.search(r"Path does not exist: (\S+?)\.?(\s|$)", str(exc))
@@ -535,7 +535,7 @@ def _read_native(
     parts = [
         frame.select(
             *[_col(f.name) for f in read_schema.fields],
-            (file_path if hashes is not None else canonical_path(file_path, root)).alias("_key"),
+            (file_path if hashes is not None else canonical_path("_metadata.file_path", root)).alias("_key"),
             *([F.xxhash64(file_path).alias("_file_hash")] if hashes is not None else []),
             (F.col("_metadata.row_index") if flag else F.lit(None).cast("long")).alias("_row_index"),
             *([file_path.alias(LOCATION)] if locate else []),
@@ -549,7 +549,7 @@ def _read_native(
         if entries is None:
             dv_id = dv_unique_id(F.col("deletionVector")) if has_dvs else F.lit("")
             entries = _frame(files).select(
-                canonical_path(F.col("path"), root).alias("_file_key"),
+                canonical_path("path", root).alias("_file_key"),
                 dv_id.alias("_dv_id"),
                 F.col("partitionValues_parsed").alias("_partition"),
                 F.col("baseRowId").alias("_base_row_id"),
@@ -606,11 +606,9 @@ def tie_to_files(rows: DataFrame, files: DataFrame, root: str, column: str) -> D
     per 10M rows, measured by a merge's scan). A row whose file is not among `files` fails, as a
     read carrying the path does. Both held on the driver (a small merge's touched files): joined
     there, with no job (`held_left_join`)."""
-    keys = files.select(
-        canonical_path(F.col("path"), root).alias("_tie_file_key"), F.col("path").alias(column)
-    )
+    keys = files.select(canonical_path("path", root).alias("_tie_file_key"), F.col("path").alias(column))
     location = F.col(LOCATION)
-    keyed = rows.withColumn("_tie_key", canonical_path(location, root))
+    keyed = rows.withColumn("_tie_key", canonical_path(LOCATION, root))
     tied = held_left_join(keyed, keys, "_tie_key", "_tie_file_key")
     if tied is None:
         tied = keyed.join(keys, keyed["_tie_key"] == keys["_tie_file_key"], "left")

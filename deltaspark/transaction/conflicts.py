@@ -219,10 +219,10 @@ class ConflictChecker:
 
     def _removed_keys(self, winner: WinningCommit) -> DataFrame:
         removes = winner.file_actions.where(F.col("remove").isNotNull())
-        return removes.select(canonical_path(F.col("remove.path"), self.table_root).alias("key"))
+        return removes.select(canonical_path("remove.path", self.table_root).alias("key"))
 
     def _overlap(self, ours: DataFrame, winner: WinningCommit) -> str | None:
-        keys = ours.select(canonical_path(F.col("path"), self.table_root).alias("key"))
+        keys = ours.select(canonical_path("path", self.table_root).alias("key"))
         row = keys.join(self._removed_keys(winner), "key", "left_semi").first()
         return row[0] if row is not None else None
 
