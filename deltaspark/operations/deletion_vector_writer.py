@@ -125,10 +125,9 @@ def write_deletion_vectors(
     tasks = max(1, min(math.ceil(candidate_count / FILES_PER_DV_FILE), 200))
     write_id = uuid.uuid4().hex
     check_python_workers(spark)
+    joined = touched.join(info, "key").select("key", "rows", "stats", "numRecords", "oldCardinality")
     encoded = (
-        touched.join(info, "key")
-        .select("key", "rows", "stats", "numRecords", "oldCardinality")
-        .repartition(tasks, "key")
+        (joined.coalesce(1) if tasks == 1 else joined.repartition(tasks, "key"))
         .sortWithinPartitions("key")
         .mapInArrow(dv_codec.dv_file_encoder(write_id, skip_whole=True), DV_ROWS_SCHEMA)
     )
