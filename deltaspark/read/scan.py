@@ -50,8 +50,8 @@ from deltaspark.spark_compat import (
     check_python_workers,
     conf_get,
     held_frame,
-    held_left_join,
     is_connect,
+    is_local,
     local_frame,
     read_paths,
     spark_version,
@@ -605,16 +605,41 @@ def tie_to_files(rows: DataFrame, files: DataFrame, root: str, column: str) -> D
     filter or a join has left few rows, where `carry` joins every row the scan reads (a second
     per 10M rows, measured by a merge's scan). A row whose file is not among `files` fails, as a
     read carrying the path does. Both held on the driver (a small merge's touched files): joined
-    there, with no job (`held_left_join`)."""
+    there, with no job, each path keyed by `path_key` (no plan evaluates a key)."""
+    if is_local(rows) and is_local(files):
+        held = _tied_on_driver(rows, files, root, column)
+        if held is not None:
+            return held
     keys = files.select(canonical_path("path", root).alias("_tie_file_key"), F.col("path").alias(column))
     location = F.col(LOCATION)
     keyed = rows.withColumn("_tie_key", canonical_path(LOCATION, root))
-    tied = held_left_join(keyed, keys, "_tie_key", "_tie_file_key")
-    if tied is None:
-        tied = keyed.join(keys, keyed["_tie_key"] == keys["_tie_file_key"], "left")
+    tied = keyed.join(keys, keyed["_tie_key"] == keys["_tie_file_key"], "left")
     refused = _not_in_snapshot(location)
     path = F.when(F.col(column).isNull(), refused.cast("string")).otherwise(F.col(column))
     return tied.withColumn(column, path).drop("_tie_key", "_tie_file_key", LOCATION)
+
+
+def _tied_on_driver(rows: DataFrame, files: DataFrame, root: str, column: str) -> DataFrame | None:
+    """`tie_to_files` of two frames held on the driver, keyed there (`path_key`, the driver's
+    `canonical_path`): collecting `files` itself reuses its optimized plan, where a projection
+    of it is optimized (its rows evaluated) again. None - Spark's route, which names a file the
+    snapshot lacks - when a key cannot be made on the driver or a row's file is not among `files`."""
+    by_key: dict[str, list[str]] = {}
+    for file in files.collect():
+        key = path_key(file["path"], root)
+        if key is None:
+            return None
+        by_key.setdefault(key, []).append(file["path"])
+    kept = [f for f in rows.schema.fields if f.name != LOCATION]
+    tied = []
+    for row in rows.collect():
+        key = path_key(row[LOCATION], root) if row[LOCATION] is not None else None
+        paths = by_key.get(key) if key is not None else None
+        if paths is None:
+            return None
+        tied.extend((*[row[f.name] for f in kept], path) for path in paths)
+    schema = StructType([*kept, StructField(column, StringType(), True)])
+    return held_frame(rows.sparkSession, tied, schema)
 
 
 def _not_in_snapshot(file: Column) -> Column:
