@@ -641,6 +641,13 @@ def _operation_metrics(path: str, version: int) -> dict[str, int]:
     return {k: int(v) for k, v in info["operationMetrics"].items()}
 
 
+def _classic_spark_4(spark: Any) -> bool:
+    """Whether the merge holds Arrow data on the driver (Spark 4, not over Connect)."""
+    from deltaspark.spark_compat import is_connect, spark_version
+
+    return spark_version(spark) >= (4, 0) and not is_connect(spark)
+
+
 @pytest.mark.parametrize("route", ["held", "spark"])
 def test_a_non_deterministic_source_is_read_once(spark, tmp_path, monkeypatch, route):
     """Every pass of a merge reads the same source rows, even from a source that gives other rows
@@ -739,14 +746,26 @@ def test_a_merge_finds_its_files_by_their_logged_paths_however_spelled(
     absolute `file:` URI or plainly are each updated, given a DV or removed under the path the log
     gives them, and no row is lost or doubled. On both routes of the changed rows: held on the
     driver, and Spark's per-row aggregate (`DRIVER_ROWS` 0), whose totals bring the touched files'
-    locations when the candidate files are held (no distinct of their own)."""
+    locations when the candidate files are held (no distinct of their own). With DVs, each file's
+    changed rows listed on the driver (the held pairs; on Spark 4 the aggregate's too) and their
+    DVs encoded there, keyed by the paths the driver computes."""
     import pyarrow as pa
 
+    from deltaspark.operations import deletion_vector_writer
     from deltaspark.operations.merge import execute
     from deltaspark.spark_compat import is_local
     from tests.log_builder import LogBuilder, metadata, protocol, write_parquet
 
     located: list[Any] = []
+    encoded: list[bool] = []  # whether the driver encoded the DVs of lists it held
+    on_driver = deletion_vector_writer._lists_on_driver
+
+    def encoding(*args: Any) -> Any:
+        lists = on_driver(*args)
+        encoded.append(lists is not None)
+        return lists
+
+    monkeypatch.setattr(deletion_vector_writer, "_lists_on_driver", encoding)
     if route == "spark":
         monkeypatch.setattr(execute, "DRIVER_ROWS", 0)
         tie = execute.tie_to_files
@@ -793,6 +812,8 @@ def test_a_merge_finds_its_files_by_their_logged_paths_however_spelled(
     given_dvs = sorted(a["add"]["path"] for a in commit if "add" in a and a["add"].get("deletionVector"))
     assert given_dvs == (removed if dvs else [])
     assert located == ([True] if route == "spark" else [])  # the files came with the totals
+    # lists held on the driver: the pairs' (held) or, on Spark 4, the aggregate's (Arrow)
+    assert encoded == ([route == "held" or _classic_spark_4(spark)] if dvs else [])
 
 
 @pytest.mark.parametrize("route", ["held", "spark"])
@@ -848,7 +869,7 @@ def test_files_whose_every_live_row_changes_are_rewritten_without_a_dv(spark, tm
     )
     write(rows, str(path), properties={"delta.enableDeletionVectors": "true"})
     table = DeltaTable.forPath(spark, str(path))
-    table.delete("id = 0")  # a DV on the file of ids 0-9: 9 live rows left
+    table.delete("id IN (0, 10)")  # DVs on the files of ids 0-9 and 10-19: 9 live rows left in each
     assert len(list(path.glob("deletion_vector_*.bin"))) == 1
 
     def merged(ids: range) -> list[dict[str, Any]]:
@@ -870,14 +891,14 @@ def test_files_whose_every_live_row_changes_are_rewritten_without_a_dv(spark, tm
     info = next(a["commitInfo"] for a in commit if "commitInfo" in a)["operationMetrics"]
     assert (info["numTargetRowsUpdated"], info["numTargetRowsCopied"]) == ("9", "0")
 
-    commit = merged(range(10, 19))  # all but one row of the second file: a DV
+    commit = merged(range(10, 19))  # all but one live row of the second file: a DV holding its old one
     removed = [a["remove"]["path"] for a in commit if "remove" in a]
     added = [a["add"] for a in commit if "add" in a]
     assert [a["path"] for a in added if a.get("deletionVector")] == removed
     assert len(list(path.glob("deletion_vector_*.bin"))) == 2
     assert marked_files == [1]  # the second file's rows only
     result = sorted((r["id"], r["name"]) for r in table.toDF().collect())
-    assert result == [(i, "u" if 1 <= i <= 18 else "x") for i in range(1, 30)]
+    assert result == [(i, "u" if 1 <= i <= 18 else "x") for i in range(1, 30) if i != 10]
     check_table(path)
 
 
@@ -885,12 +906,14 @@ def test_files_whose_every_live_row_changes_are_rewritten_without_a_dv(spark, tm
 def test_marked_rows_join_the_rows_a_files_old_dv_deletes(spark, tmp_path, monkeypatch, route):
     """With deletion vectors, each touched file's new DV holds the rows its old DV deleted and the
     rows this merge updates or deletes. On both routes of the changed rows: held on the driver,
-    and Spark's, where each file's changed rows are listed by the aggregate that totals them."""
+    and Spark's, where each file's changed rows are listed by the aggregate that totals them, and
+    cached (`DRIVER_LISTS_BYTES` 0: not held on the driver, as lists of many rows are not)."""
     from deltaspark.operations.merge import execute
     from tests.reference_rows import deleted_rows
 
     if route == "spark":
         monkeypatch.setattr(execute, "DRIVER_ROWS", 0)
+        monkeypatch.setattr(execute, "DRIVER_LISTS_BYTES", 0)
     path = tmp_path / "t"
     rows = spark.range(0, 30, 1, 3).selectExpr(
         "id", "cast(id AS double) AS amount", "'x' AS name", "0 AS part"

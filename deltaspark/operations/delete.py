@@ -256,6 +256,7 @@ def mark_rows_deleted(
     matched: DataFrame,
     now: int,
     cached: list[Any],
+    held: Any = None,
 ) -> DvMarking:
     """Mark `matched` rows (of `read_candidates(snapshot, files)`; or each file's rows listed, as
     `write_deletion_vectors` takes them) deleted: a new DV per file holding
@@ -264,7 +265,8 @@ def mark_rows_deleted(
     stay cached (in `cached`, for the caller to unpersist after the commit): computing them again
     would write the DV files again. `file_set`'s totals give what the DV writer needs: how many
     files there are, their rows in all (which lets the driver write few DV files itself) and
-    whether any has a DV (old deleted rows to keep)."""
+    whether any has a DV (old deleted rows to keep). `held`: the listed rows as a pyarrow Table
+    (`path`, `rows`), when the caller holds them on the driver."""
     files = file_set.frame
     update = write_deletion_vectors(
         spark,
@@ -277,6 +279,7 @@ def mark_rows_deleted(
         file_set.count("files"),
         file_set.records(),
         file_set.count("dvs") > 0,
+        held,
     )
     cached.append(update)
     changed = _held_changed(files, update, snapshot.tableRoot)

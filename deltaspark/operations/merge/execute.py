@@ -111,6 +111,7 @@ from deltaspark.spark_compat import (
     KeptCopy,
     coalesced_partitions,
     conf_get,
+    is_connect,
     is_local,
     local_frame,
     lost_kept_rows,
@@ -132,6 +133,7 @@ PAIR_BYTES = 256  # about the size of a matched pair's row: its file, position, 
 LISTED_ROW_BYTES = 8  # a changed row in its file's list (the DV route): its index
 DRIVER_ROWS = 10_000  # source rows (and then changed target rows) a merge holds on the driver
 DRIVER_SOURCE_BYTES = 8 * 1024 * 1024  # Spark's estimate of a source the driver may hold
+DRIVER_LISTS_BYTES = 16 * 1024 * 1024  # the DV route's changed rows a merge may list on the driver
 # A kept source up to this size (as kept: the JVM's estimate of its rows as objects, about twice
 # their bytes) is broadcast to the join with the target's rows, where Spark's own threshold (10 MB,
 # on its estimates) would shuffle both sides: the size is the copy's own, measured as it was filled,
@@ -243,6 +245,18 @@ def _evolved(
     return metadata.schema(table_path), dict(metadata.configuration)
 
 
+def _listed_per_file(marked: list[dict[str, Any]]) -> Any:
+    """Changed rows held on the driver (`LOCATION`, `ROW_INDEX`: each once) as each file's list, a
+    pyarrow Table (`path`, `rows`) as `mark_rows_deleted` takes it."""
+    import pyarrow as pa
+
+    by_file: dict[str, list[int]] = {}
+    for r in marked:
+        by_file.setdefault(r[LOCATION], []).append(r[ROW_INDEX])
+    rows = pa.array(list(by_file.values()), pa.list_(pa.int64()))
+    return pa.table({"path": pa.array(list(by_file), pa.string()), "rows": rows})
+
+
 class _Plan:
     """One merge's steps, sharing what they have built (and what they cached)."""
 
@@ -270,6 +284,7 @@ class _Plan:
         self.changed = False  # whether a file was added or removed
         self.touched_files: DataFrame | None = None  # the files holding a changed row
         self.matched_keys: DataFrame | None = None  # the matched pairs' source keys
+        self.held_lists: Any = None  # the DV route's changed rows listed per file (`path`, `rows`), held
         self.inserted_rows: DataFrame | None = None
         self.evolve = False
         self.now = int(time.time() * 1000)
@@ -567,6 +582,7 @@ class _Plan:
         with_files = held is None and self.candidates is not None and is_local(self.candidates)
         if with_files:
             counted = (*counted, Total("files", "values", "__changed_file"))
+        lists = None  # the DV route's per-file lists, when held on the driver
         if held is not None:
             totals = {t.name: t.of([r[t.column] for r in held]) for t in counted}
             per_row = None
@@ -605,15 +621,19 @@ class _Plan:
                 if with_files:
                     touching = F.when(F.col("__changed") > 0, F.col(LOCATION))
                     per_file = per_file.select("*", touching.alias("__changed_file"))
-                # Merged into few partitions, not reshuffled (as `persist_sized` does small data):
-                # the lists' last stage only concatenates each file's partial lists.
-                if not self.by_source:  # a changed row per source row at most
-                    listed = self.metrics["numSourceRows"] * LISTED_ROW_BYTES
-                    per_file = per_file.coalesce(coalesced_partitions(self.spark, listed))
-                per_file = per_file.persist(StorageLevel.MEMORY_AND_DISK)
-                self.cached.append(per_file)
                 summed = tuple(Total(t.name, "sum", t.column) if t.kind == "count" else t for t in counted)
-                totals = totals_of(per_file, summed)
+                listed_bytes = None if self.by_source else self.metrics["numSourceRows"] * LISTED_ROW_BYTES
+                lists = self._held_lists(per_file, listed_bytes) if with_files else None
+                if lists is not None:
+                    per_file, totals = lists[0], {t.name: t.of(lists[1][t.column]) for t in summed}
+                else:
+                    # Merged into few partitions, not reshuffled (as `persist_sized` does small
+                    # data): the lists' last stage only concatenates each file's partial lists.
+                    if listed_bytes is not None:  # a changed row per source row at most
+                        per_file = per_file.coalesce(coalesced_partitions(self.spark, listed_bytes))
+                    per_file = per_file.persist(StorageLevel.MEMORY_AND_DISK)
+                    self.cached.append(per_file)
+                    totals = totals_of(per_file, summed)
             else:
                 # Cached only when read again: without the candidates held the touched files come
                 # from their distinct. Copy-on-write with the touched files in the totals reads it
@@ -645,8 +665,11 @@ class _Plan:
             rows = {LOCATION: [r[LOCATION] for r in marked], ROW_INDEX: [r[ROW_INDEX] for r in marked]}
             changed_frame = local_frame(self.spark, rows, _CHANGED_ROWS)
             files: list[str] | None = sorted({r[LOCATION] for r in marked})
-        elif use_dvs:
-            changed_frame = per_file.where(F.col("__changed") > 0).select(LOCATION, "rows")
+            if use_dvs:  # their DVs encoded on the driver from these lists
+                self.held_lists = _listed_per_file(marked)
+        elif use_dvs:  # the lists held on the driver are those of files with a changed row only
+            changed_frame = per_file if lists else per_file.where(F.col("__changed") > 0)
+            changed_frame = changed_frame.select(LOCATION, "rows")
             files = list(totals["files"] or []) if with_files else None
         else:
             changed_frame = per_row.where(changes > 0).select(LOCATION, ROW_INDEX)
@@ -674,6 +697,31 @@ class _Plan:
                     log.info("Merge into %s: every row of the touched files changes, no DV", self.table_path)
                 self._copy_on_write(touched, changed_rows)
         m["rewriteTimeMs"] = int((time.time() - rewrite_started) * 1000)
+
+    def _held_lists(
+        self, per_file: DataFrame, listed_bytes: int | None
+    ) -> tuple[DataFrame, dict[str, list[Any]]] | None:
+        """The DV route's per-file aggregate (one row per candidate file holding a pair, with its
+        changed rows listed) collected as Arrow and held on the driver (Spark 4, classic), with
+        each column but the lists as values for the totals: one job, where caching the lists
+        and totalling the cache cost three (0.3 s for 1M changed rows of 100 files). Only where
+        the candidates are held on the driver (so the rows are few) and the lists are at most
+        `DRIVER_LISTS_BYTES` (a changed row per source row at most); None otherwise (Spark's
+        cache)."""
+        spark = self.spark
+        if listed_bytes is None or listed_bytes > DRIVER_LISTS_BYTES or spark_version(spark) < (4, 0):
+            return None
+        if is_connect(spark):
+            return None
+        import pyarrow as pa
+
+        table = per_file.toArrow()
+        values = {name: table.column(name).to_pylist() for name in table.column_names if name != "rows"}
+        changed = [bool(v) for v in values["__changed"]]
+        held = table.filter(pa.array(changed, pa.bool_())).select([LOCATION, "rows"])
+        self.held_lists = held.rename_columns(["path", "rows"])  # as `mark_rows_deleted` takes them
+        schema = StructType([per_file.schema[LOCATION], per_file.schema["rows"]])
+        return spark.createDataFrame(held, schema=schema), values
 
     def _held_pairs(self, narrow: DataFrame, keys: int, kinds: list[Any]) -> list[dict[str, Any]] | None:
         """The changed target rows of `narrow`'s matched pairs, held on the driver when the pairs
@@ -736,7 +784,15 @@ class _Plan:
         else:
             marked = changed.select(F.col(LOCATION).alias(FILE_COLUMN), F.col(ROW_INDEX).alias("_row_index"))
         marking = mark_rows_deleted(
-            self.spark, self.storage, self.snapshot, self.txn, touched, marked, self.now, self.cached
+            self.spark,
+            self.storage,
+            self.snapshot,
+            self.txn,
+            touched,
+            marked,
+            self.now,
+            self.cached,
+            held=self.held_lists,
         )
         self.changed = self.changed or marking.changed_files > 0
         m = self.metrics
