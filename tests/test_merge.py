@@ -899,6 +899,14 @@ def test_files_whose_every_live_row_changes_are_rewritten_without_a_dv(spark, tm
     assert marked_files == [1]  # the second file's rows only
     result = sorted((r["id"], r["name"]) for r in table.toDF().collect())
     assert result == [(i, "u" if 1 <= i <= 18 else "x") for i in range(1, 30) if i != 10]
+    # a source key in a candidate file's range matching no live row (10 was deleted): no file's
+    # rows listed, nothing marked (no DV file), the row inserted
+    source = spark.createDataFrame([(10, -1.0, "n", 0)], "id long, amount double, name string, part int")
+    table.alias("t").merge(
+        source.alias("s"), "t.id = s.id"
+    ).whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+    assert [r["name"] for r in table.toDF().where("id = 10").collect()] == ["n"]
+    assert len(list(path.glob("deletion_vector_*.bin"))) == 2
     check_table(path)
 
 

@@ -659,7 +659,7 @@ class _Plan:
         m["scanTimeMs"] = int(scan_seconds * 1000)
         rewrite_started = time.time()
         self.multiple = (totals["most_pairs"] or 0) > 1  # some target row matched more than one source row
-        changed_rows = int(totals["changed"])
+        changed_rows = int(totals["changed"] or 0)  # a sum of no file's count: None
         if held is not None:  # the changed rows, as held on the driver
             marked = [r for r in held if r["changes"] > 0]
             rows = {LOCATION: [r[LOCATION] for r in marked], ROW_INDEX: [r[ROW_INDEX] for r in marked]}
@@ -668,7 +668,7 @@ class _Plan:
             if use_dvs:  # their DVs encoded on the driver from these lists
                 self.held_lists = _listed_per_file(marked)
         elif use_dvs:  # the lists held on the driver are those of files with a changed row only
-            changed_frame = per_file if lists else per_file.where(F.col("__changed") > 0)
+            changed_frame = per_file if lists is not None else per_file.where(F.col("__changed") > 0)
             changed_frame = changed_frame.select(LOCATION, "rows")
             files = list(totals["files"] or []) if with_files else None
         else:
