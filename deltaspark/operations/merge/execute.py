@@ -625,7 +625,8 @@ class _Plan:
                 listed_bytes = None if self.by_source else self.metrics["numSourceRows"] * LISTED_ROW_BYTES
                 lists = self._held_lists(per_file, listed_bytes) if with_files else None
                 if lists is not None:
-                    per_file, totals = lists[0], {t.name: t.of(lists[1][t.column]) for t in summed}
+                    per_file, self.held_lists, values = lists
+                    totals = {t.name: t.of(values[t.column]) for t in summed}
                 else:
                     # Merged into few partitions, not reshuffled (as `persist_sized` does small
                     # data): the lists' last stage only concatenates each file's partial lists.
@@ -700,18 +701,19 @@ class _Plan:
 
     def _held_lists(
         self, per_file: DataFrame, listed_bytes: int | None
-    ) -> tuple[DataFrame, dict[str, list[Any]]] | None:
+    ) -> tuple[DataFrame, Any, dict[str, list[Any]]] | None:
         """The DV route's per-file aggregate (one row per candidate file holding a pair, with its
-        changed rows listed) collected as Arrow and held on the driver (Spark 4, classic), with
-        each column but the lists as values for the totals: one job, where caching the lists
-        and totalling the cache cost three (0.3 s for 1M changed rows of 100 files). Only where
-        the candidates are held on the driver (so the rows are few) and the lists are at most
-        `DRIVER_LISTS_BYTES` (a changed row per source row at most); None otherwise (Spark's
-        cache)."""
+        changed rows listed) collected as Arrow and held on the driver (Spark 4, classic): the
+        changed files' lists as a local relation (`LOCATION`, `rows`) and as a pyarrow Table
+        (`path`, `rows`, as `mark_rows_deleted` takes them), and each column but the lists as
+        values for the totals. One job, where caching the lists and totalling the cache cost
+        three (0.3 s for 1M changed rows of 100 files). Only where the candidates are held on the
+        driver (so the rows are few) and the lists are at most `DRIVER_LISTS_BYTES` (a changed row
+        per source row at most); None otherwise (Spark's cache)."""
         spark = self.spark
-        if listed_bytes is None or listed_bytes > DRIVER_LISTS_BYTES or spark_version(spark) < (4, 0):
+        if listed_bytes is None or listed_bytes > DRIVER_LISTS_BYTES:
             return None
-        if is_connect(spark):
+        if spark_version(spark) < (4, 0) or is_connect(spark):
             return None
         import pyarrow as pa
 
@@ -719,9 +721,8 @@ class _Plan:
         values = {name: table.column(name).to_pylist() for name in table.column_names if name != "rows"}
         changed = [bool(v) for v in values["__changed"]]
         held = table.filter(pa.array(changed, pa.bool_())).select([LOCATION, "rows"])
-        self.held_lists = held.rename_columns(["path", "rows"])  # as `mark_rows_deleted` takes them
         schema = StructType([per_file.schema[LOCATION], per_file.schema["rows"]])
-        return spark.createDataFrame(held, schema=schema), values
+        return spark.createDataFrame(held, schema=schema), held.rename_columns(["path", "rows"]), values
 
     def _held_pairs(self, narrow: DataFrame, keys: int, kinds: list[Any]) -> list[dict[str, Any]] | None:
         """The changed target rows of `narrow`'s matched pairs, held on the driver when the pairs
