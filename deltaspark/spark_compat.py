@@ -563,6 +563,20 @@ def is_local(frame: Any) -> bool:
 _HELD_LEAVES = frozenset({"LocalRelation", "OneRowRelation"})
 
 
+def rdd_rows(frame: Any) -> bool:
+    """Whether `frame` reads only RDDs made into DataFrames (`createDataFrame` of Python rows or
+    of a pandas frame without Arrow, `rdd.toDF`), whose size Spark does not estimate (its
+    `plan_bytes` is None): the rows a notebook's small merge source often is. False on Connect."""
+    if is_connect(frame.sparkSession):
+        return False
+    try:
+        leaves = frame._jdf.queryExecution().analyzed().collectLeaves()
+        names = [leaves.apply(i).nodeName() for i in range(leaves.size())]
+    except Exception:  # noqa: BLE001 - a plan of another shape: not known to be such rows
+        return False
+    return bool(names) and all(name in ("LogicalRDD", "ExternalRDD") for name in names)
+
+
 def persist_sized(frame: Any, size_bytes: int | None, level: Any = None) -> Any:
     """`frame` persisted in the partitions its data needs (`_sized`). A frame held on the driver
     (`is_local`) is returned as it is."""

@@ -118,6 +118,7 @@ from deltaspark.spark_compat import (
     parse_bytes,
     persist_sized,
     plan_bytes,
+    rdd_rows,
     spark_version,
 )
 from deltaspark.storage import Storage
@@ -398,11 +399,15 @@ class _Plan:
         """A small source held on the driver (Spark 4: a local relation made from its Arrow
         batches, nested types included), so that every join with it broadcasts without a job;
         None when it is not small (Spark's estimate above `DRIVER_SOURCE_BYTES`, or more than
-        `DRIVER_ROWS` rows), or on Spark 3.5 and Connect. Read once either way: a
-        non-deterministic source gives every pass the same rows."""
+        `DRIVER_ROWS` rows), or on Spark 3.5 and Connect. Rows Spark has no estimate for, made
+        from an RDD (`createDataFrame` of Python rows or a pandas frame), are tried too: the
+        limited collect reads at most `DRIVER_ROWS` + 1 of them, the kept copy's job would read
+        them all. Read once either way: a non-deterministic source gives every pass the same rows."""
         source, spark = self.user_source, self.spark
+        if spark_version(spark) < (4, 0):
+            return None
         size = plan_bytes(source)
-        if spark_version(spark) < (4, 0) or size is None or size > DRIVER_SOURCE_BYTES:
+        if size is None and not rdd_rows(source) or size is not None and size > DRIVER_SOURCE_BYTES:
             return None
         qualifier = _single_qualifier(source)
         if qualifier is None:
